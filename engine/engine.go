@@ -1,0 +1,119 @@
+// Package engine is the heart of handoff: the write path (validate, read
+// the head, check ifRev, decide, commit), reads filtered by who asks, and
+// identity. It knows the store.Store interface, never a database, and
+// nothing of HTTP.
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/handoff-run/handoff/clock"
+	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/store"
+)
+
+// DefaultMaxDocBytes is the default size limit of one document (1 MiB).
+const DefaultMaxDocBytes = 1 << 20
+
+// Options configure an Engine. Zero values pick the defaults.
+type Options struct {
+	Clock       clock.Clock
+	MaxDocBytes int
+	Logger      *slog.Logger
+}
+
+// Engine serves every read and write of every app on one Store.
+type Engine struct {
+	st     store.Store
+	clock  clock.Clock
+	maxDoc int
+	log    *slog.Logger
+
+	// apps caches resolved apps and their members: every request names an
+	// app, and reading it from the store each time would double the cost
+	// of a get. Entries are dropped when this engine changes them.
+	mu   sync.RWMutex
+	apps map[string]*appState
+}
+
+type appState struct {
+	store.App
+	roles map[string][]string // user -> roles
+}
+
+// New returns an engine over st.
+func New(st store.Store, o Options) *Engine {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.MaxDocBytes <= 0 {
+		o.MaxDocBytes = DefaultMaxDocBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, apps: map[string]*appState{}}
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() store.Store { return e.st }
+
+// Clock returns the engine's clock.
+func (e *Engine) Clock() clock.Clock { return e.clock }
+
+// MaxDocBytes is the size limit of one document.
+func (e *Engine) MaxDocBytes() int { return e.maxDoc }
+
+// app resolves "owner/name" to its state, from the cache or the store.
+func (e *Engine) app(ctx context.Context, ref string) (*appState, error) {
+	e.mu.RLock()
+	st := e.apps[ref]
+	e.mu.RUnlock()
+	if st != nil {
+		return st, nil
+	}
+	owner, name, err := ParseAppRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	a, err := e.st.App(ctx, owner, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errs.New(errs.NotFound, "app %q does not exist; create it with `handoff app create %s`", ref, ref)
+	}
+	if err != nil {
+		return nil, internal(err)
+	}
+	members, err := e.st.Members(ctx, a.ID)
+	if err != nil {
+		return nil, internal(err)
+	}
+	st = &appState{App: *a, roles: map[string][]string{}}
+	for _, m := range members {
+		st.roles[m.User] = append(st.roles[m.User], m.Role)
+	}
+	e.mu.Lock()
+	e.apps[ref] = st
+	e.mu.Unlock()
+	return st, nil
+}
+
+func (e *Engine) forgetApp(ref string) {
+	e.mu.Lock()
+	delete(e.apps, ref)
+	e.mu.Unlock()
+}
+
+// internal wraps a store failure; the details go to the log, not the user.
+func internal(err error) error {
+	var ee *errs.Error
+	if errors.As(err, &ee) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return errs.New(errs.Unavailable, "the request was cancelled before it finished: %v; retry it", err)
+	}
+	return &errs.Error{Code: errs.Internal, Message: "storage error: " + err.Error() + "; retry, and check the server log if it persists"}
+}

@@ -1,0 +1,239 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"strings"
+
+	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/store"
+)
+
+// AdminUser is the name of the user created on first start.
+const AdminUser = "admin"
+
+// tokenPrefix marks handoff tokens so a leaked one is easy to recognise
+// in logs and by secret scanners.
+const tokenPrefix = "hnd_"
+
+// NewToken returns a random bearer token.
+func NewToken() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// HashToken is how tokens are stored: never in clear. Tokens are long
+// random strings, so a fast hash is enough (no dictionary to guess from).
+func HashToken(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// Bootstrap creates the admin user on first start and makes token valid
+// for it. With an empty token and a new admin it mints one; the returned
+// token is "" when the admin already existed and no token was given.
+func (e *Engine) Bootstrap(ctx context.Context, token string) (string, error) {
+	err := e.st.CreateUser(ctx, store.User{Name: AdminUser, Admin: true, Created: e.clock.Now()})
+	switch {
+	case err == nil:
+		if token == "" {
+			token = NewToken()
+		}
+	case errors.Is(err, store.ErrExists):
+		if token == "" {
+			return "", nil
+		}
+	default:
+		return "", internal(err)
+	}
+	if err := e.st.AddToken(ctx, AdminUser, HashToken(token)); err != nil {
+		return "", internal(err)
+	}
+	return token, nil
+}
+
+// Authenticate maps a bearer token to its actor. An empty token is the
+// anonymous actor.
+func (e *Engine) Authenticate(ctx context.Context, token string) (Actor, error) {
+	if token == "" {
+		return Actor{}, nil
+	}
+	u, err := e.st.UserByToken(ctx, HashToken(token))
+	if errors.Is(err, store.ErrNotFound) {
+		return Actor{}, errs.New(errs.Unauthorized, "the token is not valid; check HANDOFF_TOKEN, or ask the admin for a new one with `handoff user add`")
+	}
+	if err != nil {
+		return Actor{}, internal(err)
+	}
+	return Actor{User: u.Name, Admin: u.Admin}, nil
+}
+
+// AddUser creates a user and returns the user's first token. Only the
+// admin adds users.
+func (e *Engine) AddUser(ctx context.Context, a Actor, name string) (string, error) {
+	if !a.Admin {
+		return "", needAdmin(a, "add users")
+	}
+	if err := ValidUserName(name); err != nil {
+		return "", err
+	}
+	err := e.st.CreateUser(ctx, store.User{Name: name, Created: e.clock.Now()})
+	if errors.Is(err, store.ErrExists) {
+		return "", errs.New(errs.Exists, "user %q already exists; pick another name", name)
+	}
+	if err != nil {
+		return "", internal(err)
+	}
+	token := NewToken()
+	if err := e.st.AddToken(ctx, name, HashToken(token)); err != nil {
+		return "", internal(err)
+	}
+	return token, nil
+}
+
+// AppInfo is an app as the API shows it.
+type AppInfo struct {
+	App    string `json:"app"`
+	Owner  string `json:"owner"`
+	Name   string `json:"name"`
+	Public bool   `json:"public"`
+	// Roles lists the caller's roles ("owner" for the owner).
+	Roles []string `json:"roles,omitempty"`
+}
+
+// CreateApp creates owner/name. Users create apps for themselves; the
+// admin for anyone. The owner must be an existing user.
+func (e *Engine) CreateApp(ctx context.Context, a Actor, ref string, public bool) (AppInfo, error) {
+	owner, name, err := ParseAppRef(ref)
+	if err != nil {
+		return AppInfo{}, err
+	}
+	if a.User == "" {
+		return AppInfo{}, errs.New(errs.Unauthorized, "creating an app needs a credential; pass a token (HANDOFF_TOKEN)")
+	}
+	if !a.Admin && a.User != owner {
+		return AppInfo{}, &errs.Error{Code: errs.Forbidden, Reason: "not the owner",
+			Message: "user " + a.User + " may create apps only under " + a.User + "/; the admin may create apps for anyone"}
+	}
+	if _, err := e.st.User(ctx, owner); errors.Is(err, store.ErrNotFound) {
+		return AppInfo{}, errs.New(errs.NotFound, "owner %q is not a user; add it first with `handoff user add %s`", owner, owner)
+	} else if err != nil {
+		return AppInfo{}, internal(err)
+	}
+	app, err := e.st.CreateApp(ctx, store.App{Owner: owner, Name: name, Public: public, Created: e.clock.Now()})
+	if errors.Is(err, store.ErrExists) {
+		return AppInfo{}, errs.New(errs.Exists, "app %q already exists", ref)
+	}
+	if err != nil {
+		return AppInfo{}, internal(err)
+	}
+	e.forgetApp(ref)
+	return AppInfo{App: ref, Owner: app.Owner, Name: app.Name, Public: app.Public, Roles: []string{"owner"}}, nil
+}
+
+// Apps lists the apps the actor can see: all for the admin, owned and
+// member apps for others.
+func (e *Engine) Apps(ctx context.Context, a Actor) ([]AppInfo, error) {
+	if a.User == "" {
+		return nil, errs.New(errs.Unauthorized, "listing apps needs a credential; pass a token (HANDOFF_TOKEN)")
+	}
+	all, err := e.st.Apps(ctx)
+	if err != nil {
+		return nil, internal(err)
+	}
+	out := []AppInfo{}
+	for _, sa := range all {
+		ref := sa.Owner + "/" + sa.Name
+		st, err := e.app(ctx, ref)
+		if err != nil {
+			return nil, err
+		}
+		roles := append([]string(nil), st.roles[a.User]...)
+		if st.isOwner(a) {
+			roles = append([]string{"owner"}, roles...)
+		}
+		if len(roles) == 0 && !a.Admin {
+			continue
+		}
+		out = append(out, AppInfo{App: ref, Owner: sa.Owner, Name: sa.Name, Public: sa.Public, Roles: roles})
+	}
+	return out, nil
+}
+
+// AddMember gives user a role in the app. The owner and the admin manage
+// members.
+func (e *Engine) AddMember(ctx context.Context, a Actor, appRef, user, role string) error {
+	app, err := e.app(ctx, appRef)
+	if err != nil {
+		return err
+	}
+	if err := e.mayAdmin(a, app); err != nil {
+		return err
+	}
+	if err := ValidRole(role); err != nil {
+		return err
+	}
+	if _, err := e.st.User(ctx, user); errors.Is(err, store.ErrNotFound) {
+		return errs.New(errs.NotFound, "user %q does not exist; add it first with `handoff user add %s`", user, user)
+	} else if err != nil {
+		return internal(err)
+	}
+	if err := e.st.AddMember(ctx, app.ID, user, role); err != nil {
+		return internal(err)
+	}
+	e.forgetApp(appRef)
+	return nil
+}
+
+// Member is one user's roles in an app.
+type Member struct {
+	User  string   `json:"user"`
+	Roles []string `json:"roles"`
+}
+
+// Members lists an app's members and their roles.
+func (e *Engine) Members(ctx context.Context, a Actor, appRef string) ([]Member, error) {
+	app, err := e.app(ctx, appRef)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.mayRead(a, app); err != nil {
+		return nil, err
+	}
+	ms, err := e.st.Members(ctx, app.ID)
+	if err != nil {
+		return nil, internal(err)
+	}
+	out := []Member{}
+	idx := map[string]int{}
+	for _, m := range ms {
+		i, ok := idx[m.User]
+		if !ok {
+			i = len(out)
+			idx[m.User] = i
+			out = append(out, Member{User: m.User})
+		}
+		out[i].Roles = append(out[i].Roles, m.Role)
+	}
+	return out, nil
+}
+
+func needAdmin(a Actor, what string) error {
+	if a.User == "" {
+		return errs.New(errs.Unauthorized, "only the admin may %s; pass the admin token (HANDOFF_TOKEN)", what)
+	}
+	return &errs.Error{Code: errs.Forbidden, Reason: "not the admin",
+		Message: "only the admin may " + what + "; user " + a.User + " is not the admin"}
+}
+
+// BearerToken extracts the token from an Authorization header value.
+func BearerToken(h string) string {
+	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+		return strings.TrimSpace(t)
+	}
+	return ""
+}

@@ -1,0 +1,287 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/store"
+)
+
+// Query and changes page sizes.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// Get returns a live document as JSON with _id and _rev.
+func (e *Engine) Get(ctx context.Context, a Actor, appRef, db, id string) (json.RawMessage, error) {
+	app, err := e.readable(ctx, a, appRef, db)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidID(id); err != nil {
+		return nil, err
+	}
+	d, err := e.st.Get(ctx, app.ID, db, id)
+	if err != nil {
+		return nil, internal(err)
+	}
+	if d == nil || d.Deleted {
+		return nil, errs.New(errs.NotFound, "document %q not found in database %q", id, db)
+	}
+	return DocJSON(d.ID, d.Rev, false, d.Body), nil
+}
+
+// Entry is one ledger entry as the API shows it.
+type Entry struct {
+	Seq     int64           `json:"seq"`
+	ID      string          `json:"id"`
+	DB      string          `json:"db"`
+	Rev     string          `json:"rev"`
+	Deleted bool            `json:"deleted,omitempty"`
+	Doc     json.RawMessage `json:"doc"`
+	Writer  store.Writer    `json:"writer"`
+	Path    string          `json:"path"`
+	Time    time.Time       `json:"time"`
+}
+
+func entry(r store.Revision) Entry {
+	return Entry{Seq: r.Seq, ID: r.ID, DB: r.DB, Rev: r.Rev, Deleted: r.Deleted,
+		Doc: DocJSON(r.ID, r.Rev, r.Deleted, r.Body), Writer: r.Writer, Path: r.Path, Time: r.Time.UTC()}
+}
+
+// History returns every revision of a document, oldest first.
+func (e *Engine) History(ctx context.Context, a Actor, appRef, db, id string) ([]Entry, error) {
+	app, err := e.readable(ctx, a, appRef, db)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidID(id); err != nil {
+		return nil, err
+	}
+	revs, err := e.st.History(ctx, app.ID, db, id)
+	if err != nil {
+		return nil, internal(err)
+	}
+	if len(revs) == 0 {
+		return nil, errs.New(errs.NotFound, "document %q not found in database %q", id, db)
+	}
+	out := make([]Entry, len(revs))
+	for i, r := range revs {
+		out[i] = entry(r)
+	}
+	return out, nil
+}
+
+// Page is one page of documents; Next is the cursor of the next page, ""
+// on the last.
+type Page struct {
+	Docs []json.RawMessage `json:"docs"`
+	Next string            `json:"next"`
+}
+
+// Query lists live documents whose field equals key (JSON), by id.
+func (e *Engine) Query(ctx context.Context, a Actor, appRef, db, field string, key json.RawMessage, limit int, after string) (Page, error) {
+	app, err := e.readable(ctx, a, appRef, db)
+	if err != nil {
+		return Page{}, err
+	}
+	if err := ValidField(field); err != nil {
+		return Page{}, err
+	}
+	key = bytes.TrimSpace(key)
+	if !json.Valid(key) {
+		return Page{}, errs.New(errs.Invalid, "query key %q is not a JSON value; quote strings, e.g. \"running\"", key)
+	}
+	limit, err = pageLimit(limit)
+	if err != nil {
+		return Page{}, err
+	}
+	afterID, err := decodeCursor(after)
+	if err != nil {
+		return Page{}, err
+	}
+	docs, err := e.st.Query(ctx, store.Query{AppID: app.ID, DB: db, Field: field, Key: key, After: afterID, Limit: limit + 1})
+	if err != nil {
+		return Page{}, internal(err)
+	}
+	return page(docs, limit), nil
+}
+
+// Scan lists the live documents of a database by id.
+func (e *Engine) Scan(ctx context.Context, a Actor, appRef, db string, limit int, after string) (Page, error) {
+	app, err := e.readable(ctx, a, appRef, db)
+	if err != nil {
+		return Page{}, err
+	}
+	limit, err = pageLimit(limit)
+	if err != nil {
+		return Page{}, err
+	}
+	afterID, err := decodeCursor(after)
+	if err != nil {
+		return Page{}, err
+	}
+	docs, err := e.st.Scan(ctx, app.ID, db, afterID, limit+1)
+	if err != nil {
+		return Page{}, internal(err)
+	}
+	return page(docs, limit), nil
+}
+
+func page(docs []store.Doc, limit int) Page {
+	p := Page{Docs: make([]json.RawMessage, 0, min(len(docs), limit))}
+	for i, d := range docs {
+		if i == limit {
+			p.Next = encodeCursor(docs[i-1].ID)
+			break
+		}
+		p.Docs = append(p.Docs, DocJSON(d.ID, d.Rev, false, d.Body))
+	}
+	return p
+}
+
+// Changes is a page of the changes feed. Last is the sequence to resume
+// from.
+type Changes struct {
+	Changes []Entry `json:"changes"`
+	Last    int64   `json:"last"`
+}
+
+// Changes lists revisions after since, in commit order; db "" means all.
+func (e *Engine) Changes(ctx context.Context, a Actor, appRef, db string, since int64, limit int) (Changes, error) {
+	var app *appState
+	var err error
+	if db == "" {
+		app, err = e.app(ctx, appRef)
+		if err == nil {
+			err = e.mayRead(a, app)
+		}
+	} else {
+		app, err = e.readable(ctx, a, appRef, db)
+	}
+	if err != nil {
+		return Changes{}, err
+	}
+	if since < 0 {
+		return Changes{}, errs.New(errs.Invalid, "since must be 0 or a sequence number from an earlier answer")
+	}
+	limit, err = pageLimit(limit)
+	if err != nil {
+		return Changes{}, err
+	}
+	revs, err := e.st.Changes(ctx, app.ID, db, since, limit)
+	if err != nil {
+		return Changes{}, internal(err)
+	}
+	c := Changes{Changes: make([]Entry, len(revs)), Last: since}
+	for i, r := range revs {
+		c.Changes[i] = entry(r)
+		c.Last = r.Seq
+	}
+	return c, nil
+}
+
+// Databases lists the app's databases.
+func (e *Engine) Databases(ctx context.Context, a Actor, appRef string) ([]string, error) {
+	app, err := e.app(ctx, appRef)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.mayRead(a, app); err != nil {
+		return nil, err
+	}
+	dbs, err := e.st.Databases(ctx, app.ID)
+	if err != nil {
+		return nil, internal(err)
+	}
+	if dbs == nil {
+		dbs = []string{}
+	}
+	return dbs, nil
+}
+
+func (e *Engine) readable(ctx context.Context, a Actor, appRef, db string) (*appState, error) {
+	app, err := e.app(ctx, appRef)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidDB(db); err != nil {
+		return nil, err
+	}
+	if err := e.mayRead(a, app); err != nil {
+		return nil, err
+	}
+	return app, nil
+}
+
+func pageLimit(limit int) (int, error) {
+	switch {
+	case limit == 0:
+		return DefaultLimit, nil
+	case limit < 0 || limit > MaxLimit:
+		return 0, errs.New(errs.Invalid, "limit %d is out of range; use 1 to %d", limit, MaxLimit)
+	}
+	return limit, nil
+}
+
+// Cursors are opaque to clients: base64 of the last id of the page, so
+// the next page starts strictly after it (keyset pagination never skips
+// or repeats a document that stays in the result).
+func encodeCursor(id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("i:" + id))
+}
+
+func decodeCursor(c string) (string, error) {
+	if c == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || !bytes.HasPrefix(b, []byte("i:")) {
+		return "", errs.New(errs.Invalid, "cursor %q is not one this server returned; pass the next value of the previous page, or none to start over", c)
+	}
+	return string(b[2:]), nil
+}
+
+// DocJSON renders a document with its _id and _rev (and _deleted for a
+// tombstone) in front of the body's fields.
+func DocJSON(id, rev string, deleted bool, body []byte) json.RawMessage {
+	var b bytes.Buffer
+	b.Grow(len(body) + len(id) + len(rev) + 32)
+	b.WriteString(`{"_id":`)
+	writeJSONString(&b, id)
+	b.WriteString(`,"_rev":`)
+	writeJSONString(&b, rev)
+	if deleted {
+		b.WriteString(`,"_deleted":true`)
+	}
+	if len(body) > 2 {
+		b.WriteByte(',')
+		b.Write(body[1:])
+	} else {
+		b.WriteByte('}')
+	}
+	return b.Bytes()
+}
+
+func writeJSONString(b *bytes.Buffer, s string) {
+	q, _ := json.Marshal(s)
+	b.Write(q)
+}
+
+// ParseSeq parses a sequence from a query string or Last-Event-ID.
+func ParseSeq(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, errs.New(errs.Invalid, "sequence %q is not a non-negative integer", s)
+	}
+	return n, nil
+}

@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/handoff-run/handoff/errs"
+)
+
+var (
+	appPartRE = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
+	dbNameRE  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	fieldRE   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$`)
+	roleRE    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+)
+
+// MaxIDBytes is the longest document id.
+const MaxIDBytes = 512
+
+// ParseAppRef splits "owner/name" and checks both parts.
+func ParseAppRef(ref string) (owner, name string, err error) {
+	owner, name, ok := strings.Cut(ref, "/")
+	if !ok || !appPartRE.MatchString(owner) || !appPartRE.MatchString(name) {
+		return "", "", errs.New(errs.Invalid, "app %q is not of the form owner/name (lowercase letters, digits and '-', 1-64 each)", ref)
+	}
+	return owner, name, nil
+}
+
+// ValidUserName checks a user name: the same rule as an app part.
+func ValidUserName(name string) error {
+	if !appPartRE.MatchString(name) {
+		return errs.New(errs.Invalid, "user name %q must be 1-64 lowercase letters, digits or '-'", name)
+	}
+	return nil
+}
+
+// ValidDB checks a database name.
+func ValidDB(db string) error {
+	if !dbNameRE.MatchString(db) {
+		return errs.New(errs.Invalid, "database name %q must be 1-64 letters, digits, '_' or '-'", db)
+	}
+	return nil
+}
+
+// ValidRole checks a role name.
+func ValidRole(role string) error {
+	if !roleRE.MatchString(role) {
+		return errs.New(errs.Invalid, "role %q must be 1-64 letters, digits, '_' or '-'", role)
+	}
+	return nil
+}
+
+// ValidField checks a query field: a name or a dotted path of names.
+func ValidField(f string) error {
+	if !fieldRE.MatchString(f) {
+		return errs.New(errs.Invalid, "field %q must be a name of letters, digits, '_' or '-', or a dotted path of such names", f)
+	}
+	return nil
+}
+
+// ValidID checks a document id: 1-512 bytes of UTF-8 without control
+// characters, not starting with '_' (reserved for the server).
+func ValidID(id string) error {
+	if id == "" {
+		return errs.New(errs.Invalid, "document id is empty; pass an id or leave _id out to get one minted")
+	}
+	if len(id) > MaxIDBytes {
+		return errs.New(errs.Invalid, "document id is %d bytes; the limit is %d", len(id), MaxIDBytes)
+	}
+	if !utf8.ValidString(id) {
+		return errs.New(errs.Invalid, "document id is not valid UTF-8")
+	}
+	if strings.HasPrefix(id, "_") {
+		return errs.New(errs.Invalid, "document id %q starts with '_', which is reserved; choose another id", id)
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) {
+			return errs.New(errs.Invalid, "document id %q contains a control character; use printable characters", id)
+		}
+	}
+	return nil
+}
+
+// parsedDoc is a validated document body.
+type parsedDoc struct {
+	id   string // the body's _id, if any
+	body []byte // canonical JSON without reserved fields
+}
+
+// parseDoc validates a document body: a JSON object within the size limit
+// with no reserved fields but _id and _rev. _rev is dropped (handlers
+// spread a read document into the next write); _id is returned. The body
+// is re-encoded with sorted keys so equal documents get equal revs.
+func parseDoc(raw []byte, maxBytes int) (parsedDoc, error) {
+	if len(raw) > maxBytes {
+		return parsedDoc{}, errs.New(errs.TooLarge, "document is %d bytes; the limit is %d bytes; store large data elsewhere and keep a reference", len(raw), maxBytes)
+	}
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		if !json.Valid(trimmed) {
+			return parsedDoc{}, errs.New(errs.Invalid, "document is not valid JSON; send a JSON object such as {\"status\":\"pending\"}")
+		}
+		return parsedDoc{}, errs.New(errs.Invalid, "document must be a JSON object, not %s", jsonKind(trimmed))
+	}
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	if err := dec.Decode(&fields); err != nil {
+		return parsedDoc{}, errs.New(errs.Invalid, "document is not valid JSON: %v", err)
+	}
+	if dec.More() {
+		return parsedDoc{}, errs.New(errs.Invalid, "document has data after the JSON object; send exactly one object")
+	}
+	var p parsedDoc
+	for k, v := range fields {
+		if !strings.HasPrefix(k, "_") {
+			continue
+		}
+		switch k {
+		case "_id":
+			if err := json.Unmarshal(v, &p.id); err != nil {
+				return parsedDoc{}, errs.New(errs.Invalid, "_id must be a string")
+			}
+			if err := ValidID(p.id); err != nil {
+				return parsedDoc{}, err
+			}
+		case "_rev":
+		default:
+			return parsedDoc{}, errs.New(errs.Invalid, "field %q is reserved (top-level fields starting with '_' belong to the server); rename it", k)
+		}
+		delete(fields, k)
+	}
+	body, err := json.Marshal(fields)
+	if err != nil {
+		return parsedDoc{}, errs.New(errs.Invalid, "document cannot be encoded: %v", err)
+	}
+	p.body = body
+	return p, nil
+}
+
+func jsonKind(b []byte) string {
+	switch b[0] {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "a boolean"
+	}
+	return "a number"
+}

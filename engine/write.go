@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/store"
+)
+
+// maxHeadRetries bounds how often a write re-reads a head that moved under
+// it before giving up; each retry means another writer committed.
+const maxHeadRetries = 1000
+
+// PutOptions are the conditions of a put.
+type PutOptions struct {
+	// IfRev commits only if the head is still this revision.
+	IfRev string
+	// IfAbsent creates the document only if no live one exists; otherwise
+	// the put is a no-op that reports the existing rev.
+	IfAbsent bool
+}
+
+// WriteResult reports a committed (or, with IfAbsent, existing) revision.
+type WriteResult struct {
+	ID       string `json:"id"`
+	Rev      string `json:"rev"`
+	Seq      int64  `json:"seq,omitempty"`
+	Existing bool   `json:"existing,omitempty"`
+}
+
+// Put writes a document. id may be empty: then the body's _id is used, or
+// a new id is minted.
+func (e *Engine) Put(ctx context.Context, a Actor, appRef, db, id string, body []byte, o PutOptions) (WriteResult, error) {
+	app, err := e.app(ctx, appRef)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	if err := ValidDB(db); err != nil {
+		return WriteResult{}, err
+	}
+	p, err := parseDoc(body, e.maxDoc)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	switch {
+	case id == "" && p.id == "":
+		if o.IfRev != "" {
+			return WriteResult{}, errs.New(errs.Invalid, "ifRev needs a document id; pass the id of the document to update")
+		}
+		id = mintID(e.clock.Now())
+	case id == "":
+		id = p.id
+	case p.id != "" && p.id != id:
+		return WriteResult{}, errs.New(errs.Invalid, "the body's _id %q differs from the id %q of the request; drop one of them", p.id, id)
+	}
+	if err := ValidID(id); err != nil {
+		return WriteResult{}, err
+	}
+	if err := e.mayWrite(a, app); err != nil {
+		return WriteResult{}, err
+	}
+	return e.write(ctx, a, app, db, id, false, p.body, o)
+}
+
+// Delete writes a tombstone. Deleting a missing or deleted document is
+// not_found.
+func (e *Engine) Delete(ctx context.Context, a Actor, appRef, db, id, ifRev string) (WriteResult, error) {
+	app, err := e.app(ctx, appRef)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	if err := ValidDB(db); err != nil {
+		return WriteResult{}, err
+	}
+	if err := ValidID(id); err != nil {
+		return WriteResult{}, err
+	}
+	if err := e.mayWrite(a, app); err != nil {
+		return WriteResult{}, err
+	}
+	return e.write(ctx, a, app, db, id, true, nil, PutOptions{IfRev: ifRev})
+}
+
+// write is the critical section of DESIGN §7: read the head, check the
+// conditions, decide, and commit only if the head is still the one read.
+// A head that moved means another writer won the race: read it again and
+// decide again, never overwrite blindly.
+func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id string, deleted bool, body []byte, o PutOptions) (WriteResult, error) {
+	for range maxHeadRetries {
+		head, err := e.st.Get(ctx, app.ID, db, id)
+		if err != nil {
+			return WriteResult{}, internal(err)
+		}
+		live := head != nil && !head.Deleted
+		if o.IfRev != "" {
+			switch {
+			case head == nil:
+				return WriteResult{}, errs.New(errs.Conflict, "document %q does not exist, so ifRev %s cannot match; put it without ifRev to create it", id, o.IfRev)
+			case head.Deleted:
+				return WriteResult{}, errs.New(errs.Conflict, "document %q was deleted at rev %s; read it again before writing", id, head.Rev)
+			case head.Rev != o.IfRev:
+				return WriteResult{}, errs.New(errs.Conflict, "document %q is at rev %s, not %s; read it again and retry with the new rev", id, head.Rev, o.IfRev)
+			}
+		}
+		if deleted && !live {
+			return WriteResult{}, errs.New(errs.NotFound, "document %q not found in database %q", id, db)
+		}
+		if o.IfAbsent && live {
+			return WriteResult{ID: id, Rev: head.Rev, Existing: true}, nil
+		}
+		w := &store.Write{
+			AppID: app.ID, DB: db, ID: id,
+			Deleted: deleted, Body: body,
+			Writer: a.writer(), Path: a.path(), Time: e.clock.Now(),
+		}
+		if head != nil {
+			w.BaseRev = head.Rev
+		}
+		w.Rev = nextRev(w.BaseRev, deleted, body)
+		seq, err := e.st.Commit(ctx, w)
+		if errors.Is(err, store.ErrHeadMoved) {
+			continue
+		}
+		if err != nil {
+			return WriteResult{}, internal(err)
+		}
+		return WriteResult{ID: id, Rev: w.Rev, Seq: seq}, nil
+	}
+	return WriteResult{}, errs.New(errs.Unavailable, "document %q changed %d times while this write tried to commit; retry later", id, maxHeadRetries)
+}

@@ -1,0 +1,131 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/handoff-run/handoff/store"
+)
+
+// Identity changes are rare and small: they use the write connection
+// directly, between the writer's batches.
+
+func isUnique(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
+}
+
+func (s *Store) CreateUser(ctx context.Context, u store.User) error {
+	_, err := s.wdb.ExecContext(ctx, `INSERT INTO users (name, admin, created) VALUES (?, ?, ?)`, u.Name, u.Admin, u.Created.UnixNano())
+	if isUnique(err) {
+		return store.ErrExists
+	}
+	return err
+}
+
+func (s *Store) User(ctx context.Context, name string) (*store.User, error) {
+	u := store.User{Name: name}
+	var t int64
+	err := s.rdb.QueryRowContext(ctx, `SELECT admin, created FROM users WHERE name = ?`, name).Scan(&u.Admin, &t)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	u.Created = time.Unix(0, t)
+	return &u, nil
+}
+
+func (s *Store) AddToken(ctx context.Context, user string, hash []byte) error {
+	_, err := s.wdb.ExecContext(ctx, `INSERT OR IGNORE INTO tokens (hash, user, created) VALUES (?, ?, ?)`, hash, user, time.Now().UnixNano())
+	return err
+}
+
+func (s *Store) UserByToken(ctx context.Context, hash []byte) (*store.User, error) {
+	var u store.User
+	var t int64
+	err := s.rdb.QueryRowContext(ctx, `SELECT u.name, u.admin, u.created FROM tokens k JOIN users u ON u.name = k.user WHERE k.hash = ?`, hash).
+		Scan(&u.Name, &u.Admin, &t)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	u.Created = time.Unix(0, t)
+	return &u, nil
+}
+
+func (s *Store) CreateApp(ctx context.Context, a store.App) (*store.App, error) {
+	res, err := s.wdb.ExecContext(ctx, `INSERT INTO apps (owner, name, public, created) VALUES (?, ?, ?, ?)`, a.Owner, a.Name, a.Public, a.Created.UnixNano())
+	if isUnique(err) {
+		return nil, store.ErrExists
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.ID, err = res.LastInsertId()
+	return &a, err
+}
+
+const appCols = `id, owner, name, public, created`
+
+func scanApp(row interface{ Scan(...any) error }) (*store.App, error) {
+	var a store.App
+	var t int64
+	if err := row.Scan(&a.ID, &a.Owner, &a.Name, &a.Public, &t); err != nil {
+		return nil, err
+	}
+	a.Created = time.Unix(0, t)
+	return &a, nil
+}
+
+func (s *Store) App(ctx context.Context, owner, name string) (*store.App, error) {
+	a, err := scanApp(s.rdb.QueryRowContext(ctx, `SELECT `+appCols+` FROM apps WHERE owner = ? AND name = ?`, owner, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	return a, err
+}
+
+func (s *Store) Apps(ctx context.Context) ([]store.App, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+appCols+` FROM apps ORDER BY owner, name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.App
+	for rows.Next() {
+		a, err := scanApp(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *a)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) AddMember(ctx context.Context, appID int64, user, role string) error {
+	_, err := s.wdb.ExecContext(ctx, `INSERT OR IGNORE INTO members (app_id, user, role) VALUES (?, ?, ?)`, appID, user, role)
+	return err
+}
+
+func (s *Store) Members(ctx context.Context, appID int64) ([]store.Member, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT user, role FROM members WHERE app_id = ? ORDER BY user, role`, appID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Member
+	for rows.Next() {
+		var m store.Member
+		if err := rows.Scan(&m.User, &m.Role); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}

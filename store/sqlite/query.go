@@ -1,0 +1,129 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/handoff-run/handoff/store"
+)
+
+// Field queries use SQLite expression indexes on json_extract, one per
+// queried field, created the first time the field is queried. The query
+// must repeat the index's expression exactly for SQLite to use it, so both
+// come from jsonPath.
+
+// jsonPath turns "a.b" into the SQL literal '$."a"."b"'. Fields are
+// validated by the engine (letters, digits, '_' and '-'), so embedding
+// them in SQL is safe.
+func jsonPath(field string) string {
+	parts := strings.Split(field, ".")
+	return `'$."` + strings.Join(parts, `"."`) + `"'`
+}
+
+func indexName(field string) string {
+	h := sha256.Sum256([]byte(field))
+	return "docs_field_" + hex.EncodeToString(h[:8])
+}
+
+func (s *Store) loadIndexes() error {
+	rows, err := s.wdb.Query(`SELECT sql FROM sqlite_master WHERE type = 'index' AND name LIKE 'docs_field_%'`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var q string
+		if err := rows.Scan(&q); err != nil {
+			return err
+		}
+		// The field is recorded in the index's SQL between the markers.
+		if _, rest, ok := strings.Cut(q, "/*field:"); ok {
+			if f, _, ok := strings.Cut(rest, "*/"); ok {
+				s.indexes.Store(f, struct{}{})
+			}
+		}
+	}
+	return rows.Err()
+}
+
+func (s *Store) ensureIndex(ctx context.Context, field string) error {
+	if _, ok := s.indexes.Load(field); ok {
+		return nil
+	}
+	q := fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s /*field:%s*/ ON docs (app_id, db, json_extract(body, %s), id)`,
+		indexName(field), field, jsonPath(field))
+	if _, err := s.wdb.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("create index for field %q: %w", field, err)
+	}
+	s.indexes.Store(field, struct{}{})
+	return nil
+}
+
+func (s *Store) Query(ctx context.Context, q store.Query) ([]store.Doc, error) {
+	if err := s.ensureIndex(ctx, q.Field); err != nil {
+		return nil, err
+	}
+	path := jsonPath(q.Field)
+	val, types, err := keyValue(q.Key)
+	if err != nil {
+		return nil, err
+	}
+	var sqlq string
+	args := []any{q.AppID, q.DB}
+	if val == nil {
+		// null is not indexable by equality; a rare query, answered by scan.
+		sqlq = `SELECT id, rev, body, seq, time FROM docs WHERE app_id = ? AND db = ? AND deleted = 0
+			AND json_type(body, ` + path + `) = 'null' AND id > ? ORDER BY id LIMIT ?`
+	} else {
+		sqlq = `SELECT id, rev, body, seq, time FROM docs WHERE app_id = ? AND db = ?
+			AND json_extract(body, ` + path + `) = ? AND json_type(body, ` + path + `) IN (` + types + `)
+			AND id > ? ORDER BY id LIMIT ?`
+		args = append(args, val)
+	}
+	args = append(args, q.After, q.Limit)
+	rows, err := s.rdb.QueryContext(ctx, sqlq, args...)
+	return scanDocs(q.DB, rows, err)
+}
+
+// keyValue maps a JSON key to the SQL value json_extract yields for it and
+// the json_type names that may match, so that true never matches 1 and
+// "1" never matches 1.
+func keyValue(key []byte) (any, string, error) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(key))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, "", fmt.Errorf("query key is not JSON: %w", err)
+	}
+	switch x := v.(type) {
+	case nil:
+		return nil, "", nil
+	case string:
+		return x, `'text'`, nil
+	case bool:
+		if x {
+			return 1, `'true'`, nil
+		}
+		return 0, `'false'`, nil
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i, `'integer','real'`, nil
+		}
+		f, err := x.Float64()
+		if err != nil {
+			return nil, "", fmt.Errorf("query key %s is out of range", x)
+		}
+		return f, `'integer','real'`, nil
+	default:
+		var b bytes.Buffer
+		if err := json.Compact(&b, key); err != nil {
+			return nil, "", err
+		}
+		return b.String(), `'object','array'`, nil
+	}
+}

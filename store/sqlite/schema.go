@@ -1,0 +1,97 @@
+package sqlite
+
+import (
+	"database/sql"
+	"fmt"
+)
+
+// migrations are applied in order, each once; user_version records how
+// many ran. Append, never edit.
+var migrations = []string{
+	`CREATE TABLE users (
+		name    TEXT PRIMARY KEY,
+		admin   INTEGER NOT NULL DEFAULT 0,
+		created INTEGER NOT NULL
+	);
+	CREATE TABLE tokens (
+		hash    BLOB PRIMARY KEY,
+		user    TEXT NOT NULL REFERENCES users(name),
+		created INTEGER NOT NULL
+	);
+	CREATE TABLE apps (
+		id      INTEGER PRIMARY KEY,
+		owner   TEXT NOT NULL REFERENCES users(name),
+		name    TEXT NOT NULL,
+		public  INTEGER NOT NULL DEFAULT 0,
+		created INTEGER NOT NULL,
+		seq     INTEGER NOT NULL DEFAULT 0,
+		UNIQUE (owner, name)
+	);
+	CREATE TABLE members (
+		app_id INTEGER NOT NULL REFERENCES apps(id),
+		user   TEXT NOT NULL REFERENCES users(name),
+		role   TEXT NOT NULL,
+		PRIMARY KEY (app_id, user, role)
+	) WITHOUT ROWID;
+	CREATE TABLE dbs (
+		app_id INTEGER NOT NULL REFERENCES apps(id),
+		name   TEXT NOT NULL,
+		PRIMARY KEY (app_id, name)
+	) WITHOUT ROWID;
+	-- docs holds each document's head; tombstones keep deleted=1 and a
+	-- NULL body so they never match a field query.
+	CREATE TABLE docs (
+		app_id  INTEGER NOT NULL,
+		db      TEXT NOT NULL,
+		id      TEXT NOT NULL,
+		rev     TEXT NOT NULL,
+		deleted INTEGER NOT NULL,
+		body    TEXT,
+		seq     INTEGER NOT NULL,
+		time    INTEGER NOT NULL,
+		PRIMARY KEY (app_id, db, id)
+	);
+	-- revisions is the ledger: every revision, in per-app sequence order.
+	CREATE TABLE revisions (
+		app_id  INTEGER NOT NULL,
+		seq     INTEGER NOT NULL,
+		db      TEXT NOT NULL,
+		id      TEXT NOT NULL,
+		rev     TEXT NOT NULL,
+		deleted INTEGER NOT NULL,
+		body    TEXT,
+		time    INTEGER NOT NULL,
+		user    TEXT NOT NULL DEFAULT '',
+		device  TEXT NOT NULL DEFAULT '',
+		handler TEXT NOT NULL DEFAULT '',
+		path    TEXT NOT NULL,
+		UNIQUE (app_id, seq)
+	);
+	CREATE INDEX revisions_by_doc ON revisions (app_id, db, id, seq);
+	CREATE INDEX revisions_by_db ON revisions (app_id, db, seq);`,
+}
+
+func migrate(db *sql.DB) error {
+	var version int
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
+		return err
+	}
+	for i := version; i < len(migrations); i++ {
+		tx, err := db.Begin()
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(migrations[i]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", i+1, err)
+		}
+		if _, err := tx.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, i+1)); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

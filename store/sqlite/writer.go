@@ -1,0 +1,218 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/handoff-run/handoff/store"
+)
+
+// maxBatch bounds one group commit, so a flood of writers cannot make one
+// transaction (and its latency) grow without limit.
+const maxBatch = 512
+
+type commitReq struct {
+	ctx  context.Context
+	w    *store.Write
+	done chan commitRes
+}
+
+type commitRes struct {
+	seq int64
+	err error
+}
+
+// Commit queues w for the writer and waits until it is durable.
+func (s *Store) Commit(ctx context.Context, w *store.Write) (int64, error) {
+	req := &commitReq{ctx: ctx, w: w, done: make(chan commitRes, 1)}
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return 0, errClosed
+	}
+	select {
+	case s.writes <- req:
+	case <-ctx.Done():
+		s.closeMu.RUnlock()
+		return 0, ctx.Err()
+	}
+	s.closeMu.RUnlock()
+	// Once queued, the write may commit: wait for the answer even if ctx
+	// ends, so the caller never reports a failure for a committed write.
+	res := <-req.done
+	return res.seq, res.err
+}
+
+// writer owns the write connection and the in-memory copies of what it
+// wrote last (sequence numbers, known databases), which save a read per
+// write. They are dropped whenever a transaction rolls back.
+type writer struct {
+	db     *sql.DB
+	seqs   map[int64]int64
+	dbs    map[dbKey]bool
+	stmts  map[string]*sql.Stmt
+	dirty  map[int64]bool
+	newDBs []dbKey
+}
+
+type dbKey struct {
+	app int64
+	db  string
+}
+
+const (
+	sqlHead     = `SELECT rev FROM docs WHERE app_id = ? AND db = ? AND id = ?`
+	sqlAppSeq   = `SELECT seq FROM apps WHERE id = ?`
+	sqlSetSeq   = `UPDATE apps SET seq = ? WHERE id = ?`
+	sqlAddDB    = `INSERT OR IGNORE INTO dbs (app_id, name) VALUES (?, ?)`
+	sqlLedger   = `INSERT INTO revisions (app_id, seq, db, id, rev, deleted, body, time, user, device, handler, path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlSaveHead = `INSERT INTO docs (app_id, db, id, rev, deleted, body, seq, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (app_id, db, id) DO UPDATE SET rev = excluded.rev, deleted = excluded.deleted,
+		body = excluded.body, seq = excluded.seq, time = excluded.time`
+)
+
+func newWriter(db *sql.DB) (*writer, error) {
+	w := &writer{db: db, seqs: map[int64]int64{}, dbs: map[dbKey]bool{}, stmts: map[string]*sql.Stmt{}}
+	for _, q := range []string{sqlHead, sqlAppSeq, sqlSetSeq, sqlAddDB, sqlLedger, sqlSaveHead} {
+		st, err := db.Prepare(q)
+		if err != nil {
+			return nil, err
+		}
+		w.stmts[q] = st
+	}
+	return w, nil
+}
+
+func (w *writer) run(in <-chan *commitReq, stop <-chan struct{}, stopped chan<- struct{}) {
+	defer close(stopped)
+	defer func() {
+		for _, st := range w.stmts {
+			st.Close()
+		}
+	}()
+	batch := make([]*commitReq, 0, maxBatch)
+	for {
+		select {
+		case req := <-in:
+			batch = append(batch[:0], req)
+		case <-stop:
+			// Drain what was queued before Close: those callers wait.
+			for {
+				select {
+				case req := <-in:
+					w.commit([]*commitReq{req})
+				default:
+					return
+				}
+			}
+		}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case req := <-in:
+				batch = append(batch, req)
+			default:
+				break fill
+			}
+		}
+		w.commit(batch)
+	}
+}
+
+// commit writes a batch in one transaction. If the transaction fails as a
+// whole, each write is retried alone so one bad write cannot fail its
+// neighbours.
+func (w *writer) commit(batch []*commitReq) {
+	results := make([]commitRes, len(batch))
+	err := w.tx(batch, results)
+	if err != nil && len(batch) > 1 {
+		for i := range batch {
+			one := results[i : i+1]
+			if e := w.tx(batch[i:i+1], one); e != nil {
+				one[0] = commitRes{err: e}
+			}
+		}
+	} else if err != nil {
+		results[0] = commitRes{err: err}
+	}
+	for i, req := range batch {
+		req.done <- results[i]
+	}
+}
+
+func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
+	tx, err := w.db.Begin()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+			w.seqs = map[int64]int64{}
+			w.newDBs = w.newDBs[:0]
+		}
+	}()
+	w.dirty = map[int64]bool{}
+	w.newDBs = w.newDBs[:0]
+	for i, req := range batch {
+		results[i], err = w.apply(tx, req.w)
+		if err != nil {
+			return err
+		}
+	}
+	for app := range w.dirty {
+		if _, err := tx.Stmt(w.stmts[sqlSetSeq]).Exec(w.seqs[app], app); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	for _, k := range w.newDBs {
+		w.dbs[k] = true
+	}
+	return nil
+}
+
+// apply writes one revision inside tx. A head that moved is an answer for
+// that write, not a failure of the batch.
+func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
+	var head string
+	err := tx.Stmt(w.stmts[sqlHead]).QueryRow(wr.AppID, wr.DB, wr.ID).Scan(&head)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return commitRes{}, err
+	}
+	if head != wr.BaseRev {
+		return commitRes{err: store.ErrHeadMoved}, nil
+	}
+	seq, ok := w.seqs[wr.AppID]
+	if !ok {
+		if err := tx.Stmt(w.stmts[sqlAppSeq]).QueryRow(wr.AppID).Scan(&seq); err != nil {
+			return commitRes{}, err
+		}
+	}
+	seq++
+	w.seqs[wr.AppID] = seq
+	w.dirty[wr.AppID] = true
+	k := dbKey{wr.AppID, wr.DB}
+	if !w.dbs[k] {
+		if _, err := tx.Stmt(w.stmts[sqlAddDB]).Exec(wr.AppID, wr.DB); err != nil {
+			return commitRes{}, err
+		}
+		w.newDBs = append(w.newDBs, k)
+	}
+	var body any
+	if !wr.Deleted {
+		body = string(wr.Body)
+	}
+	t := wr.Time.UnixNano()
+	if _, err := tx.Stmt(w.stmts[sqlLedger]).Exec(wr.AppID, seq, wr.DB, wr.ID, wr.Rev, wr.Deleted, body, t,
+		wr.Writer.User, wr.Writer.Device, wr.Writer.Handler, wr.Path); err != nil {
+		return commitRes{}, err
+	}
+	if _, err := tx.Stmt(w.stmts[sqlSaveHead]).Exec(wr.AppID, wr.DB, wr.ID, wr.Rev, wr.Deleted, body, seq, t); err != nil {
+		return commitRes{}, err
+	}
+	return commitRes{seq: seq}, nil
+}

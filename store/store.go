@@ -1,0 +1,155 @@
+// Package store defines what handoff needs from a database. The engine
+// holds all the rules (revisions, ifRev, access); a Store only keeps rows
+// and commits them atomically, so an embedded SQLite file and a shared
+// PostgreSQL cluster can behave the same. Every Store must pass the
+// conformance suite in store/storetest.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrHeadMoved is returned by Commit when the document's head is no longer
+// the one the write was built against. The engine reads the head again and
+// retries; with ifRev set that retry reports a conflict. Never a blind
+// overwrite.
+var ErrHeadMoved = errors.New("store: document head moved")
+
+// ErrNotFound is returned for a missing user or app.
+var ErrNotFound = errors.New("store: not found")
+
+// ErrExists is returned when creating a user or app that already exists.
+var ErrExists = errors.New("store: already exists")
+
+// Store is a database for handoff. Implementations must be safe for
+// concurrent use.
+type Store interface {
+	Identity
+	Documents
+	Close() error
+}
+
+// Identity keeps users, their token hashes, apps and members.
+type Identity interface {
+	// CreateUser adds a user; ErrExists if the name is taken.
+	CreateUser(ctx context.Context, u User) error
+	User(ctx context.Context, name string) (*User, error)
+	// AddToken stores the hash of a bearer token for a user. Tokens are
+	// never stored in clear.
+	AddToken(ctx context.Context, user string, hash []byte) error
+	// UserByToken finds the user owning a token hash; ErrNotFound if none.
+	UserByToken(ctx context.Context, hash []byte) (*User, error)
+
+	// CreateApp adds an app and returns it with its ID; ErrExists if taken.
+	CreateApp(ctx context.Context, a App) (*App, error)
+	App(ctx context.Context, owner, name string) (*App, error)
+	Apps(ctx context.Context) ([]App, error)
+	// AddMember gives user the role in app; adding it twice is a no-op.
+	AddMember(ctx context.Context, appID int64, user, role string) error
+	Members(ctx context.Context, appID int64) ([]Member, error)
+}
+
+// Documents keeps heads, the ledger of revisions and the per-app sequence.
+type Documents interface {
+	// Get returns the head of a document, a tombstone included, or nil
+	// when the id was never written.
+	Get(ctx context.Context, appID int64, db, id string) (*Doc, error)
+	// Commit durably writes one revision: the ledger entry, the new head
+	// and the next sequence number, atomically, only if the head's rev is
+	// still w.BaseRev (else ErrHeadMoved). It returns once the write is
+	// durable. Concurrent Commits may share one durable transaction.
+	Commit(ctx context.Context, w *Write) (seq int64, err error)
+	// History lists every revision of a document, oldest first.
+	History(ctx context.Context, appID int64, db, id string) ([]Revision, error)
+	// Query lists live documents whose Field equals Key, ordered by id,
+	// starting after q.After. Its cost must not grow with the database.
+	Query(ctx context.Context, q Query) ([]Doc, error)
+	// Scan lists live documents of a database ordered by id, after after.
+	Scan(ctx context.Context, appID int64, db, after string, limit int) ([]Doc, error)
+	// Changes lists revisions with seq > since in sequence order; db ""
+	// means every database of the app.
+	Changes(ctx context.Context, appID int64, db string, since int64, limit int) ([]Revision, error)
+	// LastSeq is the app's latest committed sequence number.
+	LastSeq(ctx context.Context, appID int64) (int64, error)
+	// Databases lists the app's databases, by name.
+	Databases(ctx context.Context, appID int64) ([]string, error)
+}
+
+// User is a person or a service account. Name is the user's id.
+type User struct {
+	Name    string
+	Admin   bool
+	Created time.Time
+}
+
+// App is owner/name with its numeric id.
+type App struct {
+	ID      int64
+	Owner   string
+	Name    string
+	Public  bool
+	Created time.Time
+}
+
+// Member is one role of one user in an app.
+type Member struct {
+	User string
+	Role string
+}
+
+// Doc is a document head (or a ledger entry's document). Body is the JSON
+// object without the reserved _id, _rev and _deleted fields; nil for a
+// tombstone.
+type Doc struct {
+	DB      string
+	ID      string
+	Rev     string
+	Deleted bool
+	Body    []byte
+	Seq     int64
+	Time    time.Time
+}
+
+// Writer says who made a revision.
+type Writer struct {
+	User    string `json:"user,omitempty"`
+	Device  string `json:"device,omitempty"`
+	Handler string `json:"handler,omitempty"`
+}
+
+// Revision is one entry of the ledger.
+type Revision struct {
+	Doc
+	Writer Writer
+	// Path is how the write arrived: "http", "cli", "import", or a
+	// backend handler's name.
+	Path string
+}
+
+// Write is one revision to commit.
+type Write struct {
+	AppID   int64
+	DB      string
+	ID      string
+	BaseRev string // the head's rev the write replaces; "" when none
+	Rev     string
+	Deleted bool
+	Body    []byte
+	Writer  Writer
+	Path    string
+	Time    time.Time
+}
+
+// Query selects live documents by one field's value.
+type Query struct {
+	AppID int64
+	DB    string
+	// Field is a top-level name or a dotted path; callers validate it.
+	Field string
+	// Key is the JSON value the field must equal.
+	Key   []byte
+	After string
+	Limit int
+}
