@@ -23,6 +23,9 @@ type Options struct {
 	Clock       clock.Clock
 	MaxDocBytes int
 	Logger      *slog.Logger
+	// Runtime runs app code; nil means deployed code is refused and every
+	// database follows the default rule.
+	Runtime Runtime
 }
 
 // Engine serves every read and write of every app on one Store.
@@ -31,6 +34,7 @@ type Engine struct {
 	clock  clock.Clock
 	maxDoc int
 	log    *slog.Logger
+	rt     Runtime
 
 	// apps caches resolved apps and their members: every request names an
 	// app, and reading it from the store each time would double the cost
@@ -41,7 +45,9 @@ type Engine struct {
 
 type appState struct {
 	store.App
-	roles map[string][]string // user -> roles
+	roles  map[string][]string // user -> member roles
+	code   *appCode
+	grants grantCache
 }
 
 // New returns an engine over st.
@@ -55,7 +61,7 @@ func New(st store.Store, o Options) *Engine {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, apps: map[string]*appState{}}
+	return &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, rt: o.Runtime, apps: map[string]*appState{}}
 }
 
 // Store returns the engine's store.
@@ -93,6 +99,9 @@ func (e *Engine) app(ctx context.Context, ref string) (*appState, error) {
 	st = &appState{App: *a, roles: map[string][]string{}}
 	for _, m := range members {
 		st.roles[m.User] = append(st.roles[m.User], m.Role)
+	}
+	if st.code, err = e.loadCode(ctx, a.ID, ref); err != nil {
+		return nil, err
 	}
 	e.mu.Lock()
 	e.apps[ref] = st

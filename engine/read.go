@@ -20,7 +20,7 @@ const (
 
 // Get returns a live document as JSON with _id and _rev.
 func (e *Engine) Get(ctx context.Context, a Actor, appRef, db, id string) (json.RawMessage, error) {
-	app, err := e.readable(ctx, a, appRef, db)
+	app, v, err := e.readable(ctx, a, appRef, db)
 	if err != nil {
 		return nil, err
 	}
@@ -33,6 +33,9 @@ func (e *Engine) Get(ctx context.Context, a Actor, appRef, db, id string) (json.
 	}
 	if d == nil || d.Deleted {
 		return nil, errs.New(errs.NotFound, "document %q not found in database %q", id, db)
+	}
+	if !v.sees(app, db, d.Channels) {
+		return nil, notReadable(id)
 	}
 	return DocJSON(d.ID, d.Rev, false, d.Body), nil
 }
@@ -57,7 +60,7 @@ func entry(r store.Revision) Entry {
 
 // History returns every revision of a document, oldest first.
 func (e *Engine) History(ctx context.Context, a Actor, appRef, db, id string) ([]Entry, error) {
-	app, err := e.readable(ctx, a, appRef, db)
+	app, v, err := e.readable(ctx, a, appRef, db)
 	if err != nil {
 		return nil, err
 	}
@@ -71,9 +74,14 @@ func (e *Engine) History(ctx context.Context, a Actor, appRef, db, id string) ([
 	if len(revs) == 0 {
 		return nil, errs.New(errs.NotFound, "document %q not found in database %q", id, db)
 	}
-	out := make([]Entry, len(revs))
-	for i, r := range revs {
-		out[i] = entry(r)
+	out := make([]Entry, 0, len(revs))
+	for _, r := range revs {
+		if v.sees(app, db, r.Channels) {
+			out = append(out, entry(r))
+		}
+	}
+	if len(out) == 0 {
+		return nil, notReadable(id)
 	}
 	return out, nil
 }
@@ -87,7 +95,7 @@ type Page struct {
 
 // Query lists live documents whose field equals key (JSON), by id.
 func (e *Engine) Query(ctx context.Context, a Actor, appRef, db, field string, key json.RawMessage, limit int, after string) (Page, error) {
-	app, err := e.readable(ctx, a, appRef, db)
+	app, v, err := e.readable(ctx, a, appRef, db)
 	if err != nil {
 		return Page{}, err
 	}
@@ -106,16 +114,14 @@ func (e *Engine) Query(ctx context.Context, a Actor, appRef, db, field string, k
 	if err != nil {
 		return Page{}, err
 	}
-	docs, err := e.st.Query(ctx, store.Query{AppID: app.ID, DB: db, Field: field, Key: key, After: afterID, Limit: limit + 1})
-	if err != nil {
-		return Page{}, internal(err)
-	}
-	return page(docs, limit), nil
+	return e.fillPage(app, v, db, limit, afterID, func(after string, n int) ([]store.Doc, error) {
+		return e.st.Query(ctx, store.Query{AppID: app.ID, DB: db, Field: field, Key: key, After: after, Limit: n})
+	})
 }
 
 // Scan lists the live documents of a database by id.
 func (e *Engine) Scan(ctx context.Context, a Actor, appRef, db string, limit int, after string) (Page, error) {
-	app, err := e.readable(ctx, a, appRef, db)
+	app, v, err := e.readable(ctx, a, appRef, db)
 	if err != nil {
 		return Page{}, err
 	}
@@ -127,23 +133,39 @@ func (e *Engine) Scan(ctx context.Context, a Actor, appRef, db string, limit int
 	if err != nil {
 		return Page{}, err
 	}
-	docs, err := e.st.Scan(ctx, app.ID, db, afterID, limit+1)
-	if err != nil {
-		return Page{}, internal(err)
-	}
-	return page(docs, limit), nil
+	return e.fillPage(app, v, db, limit, afterID, func(after string, n int) ([]store.Doc, error) {
+		return e.st.Scan(ctx, app.ID, db, after, n)
+	})
 }
 
-func page(docs []store.Doc, limit int) Page {
-	p := Page{Docs: make([]json.RawMessage, 0, min(len(docs), limit))}
-	for i, d := range docs {
-		if i == limit {
-			p.Next = encodeCursor(docs[i-1].ID)
-			break
+// fillPage reads pages from the store until it has limit documents the
+// reader may see (or the end), so filtering never returns a short page
+// with more to come. It reads one extra document to know whether there
+// is a next page.
+func (e *Engine) fillPage(app *appState, v *view, db string, limit int, after string, fetch func(after string, n int) ([]store.Doc, error)) (Page, error) {
+	p := Page{Docs: make([]json.RawMessage, 0, min(limit, 64))}
+	lastID := ""
+	for {
+		docs, err := fetch(after, limit+1)
+		if err != nil {
+			return Page{}, internal(err)
 		}
-		p.Docs = append(p.Docs, DocJSON(d.ID, d.Rev, false, d.Body))
+		for _, d := range docs {
+			if !v.sees(app, db, d.Channels) {
+				after = d.ID
+				continue
+			}
+			if len(p.Docs) == limit {
+				p.Next = encodeCursor(lastID)
+				return p, nil
+			}
+			p.Docs = append(p.Docs, DocJSON(d.ID, d.Rev, false, d.Body))
+			lastID, after = d.ID, d.ID
+		}
+		if len(docs) <= limit {
+			return p, nil
+		}
 	}
-	return p
 }
 
 // Changes is a page of the changes feed. Last is the sequence to resume
@@ -155,16 +177,7 @@ type Changes struct {
 
 // Changes lists revisions after since, in commit order; db "" means all.
 func (e *Engine) Changes(ctx context.Context, a Actor, appRef, db string, since int64, limit int) (Changes, error) {
-	var app *appState
-	var err error
-	if db == "" {
-		app, err = e.app(ctx, appRef)
-		if err == nil {
-			err = e.mayRead(a, app)
-		}
-	} else {
-		app, err = e.readable(ctx, a, appRef, db)
-	}
+	app, v, err := e.readable(ctx, a, appRef, db)
 	if err != nil {
 		return Changes{}, err
 	}
@@ -175,25 +188,35 @@ func (e *Engine) Changes(ctx context.Context, a Actor, appRef, db string, since 
 	if err != nil {
 		return Changes{}, err
 	}
-	revs, err := e.st.Changes(ctx, app.ID, db, since, limit)
-	if err != nil {
-		return Changes{}, internal(err)
-	}
-	c := Changes{Changes: make([]Entry, len(revs)), Last: since}
-	for i, r := range revs {
-		c.Changes[i] = entry(r)
-		c.Last = r.Seq
+	// Last advances past filtered entries too, so a reader resumes after
+	// them instead of reading them again. Filtering keeps reading until
+	// the page is full or the feed is exhausted.
+	c := Changes{Changes: []Entry{}, Last: since}
+	for len(c.Changes) < limit {
+		revs, err := e.st.Changes(ctx, app.ID, db, c.Last, limit)
+		if err != nil {
+			return Changes{}, internal(err)
+		}
+		for _, r := range revs {
+			if len(c.Changes) == limit {
+				break
+			}
+			if v.sees(app, r.DB, r.Channels) {
+				c.Changes = append(c.Changes, entry(r))
+			}
+			c.Last = r.Seq
+		}
+		if len(revs) < limit {
+			break
+		}
 	}
 	return c, nil
 }
 
 // Databases lists the app's databases.
 func (e *Engine) Databases(ctx context.Context, a Actor, appRef string) ([]string, error) {
-	app, err := e.app(ctx, appRef)
+	app, _, err := e.readable(ctx, a, appRef, "")
 	if err != nil {
-		return nil, err
-	}
-	if err := e.mayRead(a, app); err != nil {
 		return nil, err
 	}
 	dbs, err := e.st.Databases(ctx, app.ID)
@@ -206,18 +229,26 @@ func (e *Engine) Databases(ctx context.Context, a Actor, appRef string) ([]strin
 	return dbs, nil
 }
 
-func (e *Engine) readable(ctx context.Context, a Actor, appRef, db string) (*appState, error) {
+func (e *Engine) readable(ctx context.Context, a Actor, appRef, db string) (*appState, *view, error) {
 	app, err := e.app(ctx, appRef)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := ValidDB(db); err != nil {
-		return nil, err
+	if db != "" {
+		if err := ValidDB(db); err != nil {
+			return nil, nil, err
+		}
 	}
-	if err := e.mayRead(a, app); err != nil {
-		return nil, err
+	v, err := e.readView(ctx, a, app)
+	if err != nil {
+		return nil, nil, err
 	}
-	return app, nil
+	return app, v, nil
+}
+
+func notReadable(id string) error {
+	return &errs.Error{Code: errs.Forbidden, Reason: "no channel of this document is granted to you",
+		Message: "you may not read document " + strconv.Quote(id) + ": none of its channels is granted to you; the access function decides who reads what"}
 }
 
 func pageLimit(limit int) (int, error) {
@@ -248,15 +279,17 @@ func decodeCursor(c string) (string, error) {
 	return string(b[2:]), nil
 }
 
-// DocJSON renders a document with its _id and _rev (and _deleted for a
-// tombstone) in front of the body's fields.
+// DocJSON renders a document with its _id and _rev (none when rev is "",
+// and _deleted for a tombstone) in front of the body's fields.
 func DocJSON(id, rev string, deleted bool, body []byte) json.RawMessage {
 	var b bytes.Buffer
 	b.Grow(len(body) + len(id) + len(rev) + 32)
 	b.WriteString(`{"_id":`)
 	writeJSONString(&b, id)
-	b.WriteString(`,"_rev":`)
-	writeJSONString(&b, rev)
+	if rev != "" {
+		b.WriteString(`,"_rev":`)
+		writeJSONString(&b, rev)
+	}
 	if deleted {
 		b.WriteString(`,"_deleted":true`)
 	}

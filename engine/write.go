@@ -57,9 +57,6 @@ func (e *Engine) Put(ctx context.Context, a Actor, appRef, db, id string, body [
 	if err := ValidID(id); err != nil {
 		return WriteResult{}, err
 	}
-	if err := e.mayWrite(a, app); err != nil {
-		return WriteResult{}, err
-	}
 	return e.write(ctx, a, app, db, id, false, p.body, o)
 }
 
@@ -76,9 +73,6 @@ func (e *Engine) Delete(ctx context.Context, a Actor, appRef, db, id, ifRev stri
 	if err := ValidID(id); err != nil {
 		return WriteResult{}, err
 	}
-	if err := e.mayWrite(a, app); err != nil {
-		return WriteResult{}, err
-	}
 	return e.write(ctx, a, app, db, id, true, nil, PutOptions{IfRev: ifRev})
 }
 
@@ -87,6 +81,12 @@ func (e *Engine) Delete(ctx context.Context, a Actor, appRef, db, id, ifRev stri
 // A head that moved means another writer won the race: read it again and
 // decide again, never overwrite blindly.
 func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id string, deleted bool, body []byte, o PutOptions) (WriteResult, error) {
+	gate := app.gate(db)
+	if gate == nil {
+		if err := e.mayWrite(a, app); err != nil {
+			return WriteResult{}, err
+		}
+	}
 	for range maxHeadRetries {
 		head, err := e.st.Get(ctx, app.ID, db, id)
 		if err != nil {
@@ -117,6 +117,22 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 		if head != nil {
 			w.BaseRev = head.Rev
 		}
+		if gate != nil {
+			// The decision is made against this head; the commit below
+			// happens only if the head is still this one.
+			dec, err := gate.Check(ctx, e.accessInput(ctx, a, app, db, id, deleted, body, head, live))
+			if err != nil {
+				return WriteResult{}, err
+			}
+			w.Channels, w.Grants = dec.Channels, dec.Grants
+			if w.Channels == nil {
+				w.Channels = []string{}
+			}
+			if deleted {
+				// Whoever could read the document sees it go.
+				w.Channels, w.Grants = head.Channels, nil
+			}
+		}
 		w.Rev = nextRev(w.BaseRev, deleted, body)
 		seq, err := e.st.Commit(ctx, w)
 		if errors.Is(err, store.ErrHeadMoved) {
@@ -125,7 +141,35 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 		if err != nil {
 			return WriteResult{}, internal(err)
 		}
+		if len(w.Grants) > 0 || head != nil && head.HasGrants {
+			app.grants.clear()
+		}
 		return WriteResult{ID: id, Rev: w.Rev, Seq: seq}, nil
 	}
 	return WriteResult{}, errs.New(errs.Unavailable, "document %q changed %d times while this write tried to commit; retry later", id, maxHeadRetries)
+}
+
+func (e *Engine) accessInput(ctx context.Context, a Actor, app *appState, db, id string, deleted bool, body []byte, head *store.Doc, live bool) AccessInput {
+	in := AccessInput{DB: db, Handler: a.Handler, Timeout: app.accessTimeout(), Now: e.clock.Now()}
+	if deleted {
+		in.Doc = DocJSON(id, "", true, nil)
+	} else {
+		in.Doc = DocJSON(id, "", false, body)
+	}
+	if live {
+		in.OldDoc = DocJSON(id, head.Rev, false, head.Body)
+	}
+	if a.User != "" {
+		u := &AccessUser{ID: a.User, IsOwner: a.User == app.Owner, Device: a.Device}
+		var docRoles []string
+		if g, err := e.grantsFor(ctx, app, a.User); err == nil {
+			docRoles = g.roles
+		}
+		u.Roles = app.rolesOf(a.User, docRoles)
+		if u.Roles == nil {
+			u.Roles = []string{}
+		}
+		in.User = u
+	}
+	return in
 }

@@ -28,6 +28,7 @@ var ErrExists = errors.New("store: already exists")
 type Store interface {
 	Identity
 	Documents
+	Code
 	Close() error
 }
 
@@ -75,6 +76,37 @@ type Documents interface {
 	LastSeq(ctx context.Context, appID int64) (int64, error)
 	// Databases lists the app's databases, by name.
 	Databases(ctx context.Context, appID int64) ([]string, error)
+	// GrantsFor lists the live grants that can concern user: every grant
+	// of kind "role" and "public", and those of kind "user" and "member"
+	// naming user.
+	GrantsFor(ctx context.Context, appID int64, user string) ([]Grant, error)
+}
+
+// Code keeps the numbered versions of each app's code. One version is
+// active; deploying adds a version and activates it, a rollback activates
+// an older one.
+type Code interface {
+	// SaveCode stores a new version, activates it and returns its number.
+	SaveCode(ctx context.Context, appID int64, c CodeVersion) (int, error)
+	// ActivateCode makes an existing version the active one.
+	ActivateCode(ctx context.Context, appID int64, version int) error
+	// ActiveCode returns the active version, or nil when none was deployed.
+	ActiveCode(ctx context.Context, appID int64) (*CodeVersion, error)
+	// CodeVersions lists every version, oldest first, without sources.
+	CodeVersions(ctx context.Context, appID int64) ([]CodeVersion, error)
+	// SetAccessTimeout sets the app's access-function deadline; 0 resets
+	// it to the default.
+	SetAccessTimeout(ctx context.Context, appID int64, d time.Duration) error
+}
+
+// CodeVersion is one deployed version of an app's code.
+type CodeVersion struct {
+	Version int
+	Access  string // access.js source, "" when absent
+	Backend string // backend.js source, "" when absent
+	Author  string
+	Created time.Time
+	Active  bool
 }
 
 // User is a person or a service account. Name is the user's id.
@@ -91,6 +123,8 @@ type App struct {
 	Name    string
 	Public  bool
 	Created time.Time
+	// AccessTimeout is the app's access-function deadline; 0 = default.
+	AccessTimeout time.Duration
 }
 
 // Member is one role of one user in an app.
@@ -110,6 +144,12 @@ type Doc struct {
 	Body    []byte
 	Seq     int64
 	Time    time.Time
+	// Channels are the read channels the access function gave this
+	// revision; nil when the database has no access function.
+	Channels []string
+	// HasGrants tells whether this head gives grants (Get only), so the
+	// engine knows when a write changes who may read what.
+	HasGrants bool
 }
 
 // Writer says who made a revision.
@@ -140,6 +180,21 @@ type Write struct {
 	Writer  Writer
 	Path    string
 	Time    time.Time
+	// Channels and Grants come from the access function. The store keeps
+	// the document's grants while it is live, so the grants in force are
+	// always the union over live documents; a tombstone drops them.
+	Channels []string
+	Grants   []Grant
+}
+
+// Grant is one read permission or role given by a live document.
+type Grant struct {
+	// Kind is "user" (Principal may read Channel), "role" (members with
+	// role Principal may read Channel), "public" (everyone who may read
+	// the app) or "member" (user Principal has role Channel).
+	Kind      string
+	Principal string
+	Channel   string
 }
 
 // Query selects live documents by one field's value.

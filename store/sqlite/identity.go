@@ -71,15 +71,16 @@ func (s *Store) CreateApp(ctx context.Context, a store.App) (*store.App, error) 
 	return &a, err
 }
 
-const appCols = `id, owner, name, public, created`
+const appCols = `id, owner, name, public, created, access_timeout_ms`
 
 func scanApp(row interface{ Scan(...any) error }) (*store.App, error) {
 	var a store.App
-	var t int64
-	if err := row.Scan(&a.ID, &a.Owner, &a.Name, &a.Public, &t); err != nil {
+	var t, timeout int64
+	if err := row.Scan(&a.ID, &a.Owner, &a.Name, &a.Public, &t, &timeout); err != nil {
 		return nil, err
 	}
 	a.Created = time.Unix(0, t)
+	a.AccessTimeout = time.Duration(timeout) * time.Millisecond
 	return &a, nil
 }
 

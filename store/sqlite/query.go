@@ -77,10 +77,10 @@ func (s *Store) Query(ctx context.Context, q store.Query) ([]store.Doc, error) {
 	args := []any{q.AppID, q.DB}
 	if val == nil {
 		// null is not indexable by equality; a rare query, answered by scan.
-		sqlq = `SELECT id, rev, body, seq, time FROM docs WHERE app_id = ? AND db = ? AND deleted = 0
+		sqlq = `SELECT id, rev, body, seq, time, channels FROM docs WHERE app_id = ? AND db = ? AND deleted = 0
 			AND json_type(body, ` + path + `) = 'null' AND id > ? ORDER BY id LIMIT ?`
 	} else {
-		sqlq = `SELECT id, rev, body, seq, time FROM docs WHERE app_id = ? AND db = ?
+		sqlq = `SELECT id, rev, body, seq, time, channels FROM docs WHERE app_id = ? AND db = ?
 			AND json_extract(body, ` + path + `) = ? AND json_type(body, ` + path + `) IN (` + types + `)
 			AND id > ? ORDER BY id LIMIT ?`
 		args = append(args, val)

@@ -15,7 +15,7 @@ type readStmts struct {
 	get, history, scan, changes, changesDB, lastSeq, dbs *sql.Stmt
 }
 
-const revCols = `seq, db, id, rev, deleted, body, time, user, device, handler, path`
+const revCols = `seq, db, id, rev, deleted, body, time, user, device, handler, path, channels`
 
 func (r *readStmts) prepare(db *sql.DB) error {
 	var err error
@@ -27,9 +27,9 @@ func (r *readStmts) prepare(db *sql.DB) error {
 		st, err = db.Prepare(q)
 		return st
 	}
-	r.get = p(`SELECT rev, deleted, body, seq, time FROM docs WHERE app_id = ? AND db = ? AND id = ?`)
+	r.get = p(`SELECT rev, deleted, body, seq, time, channels, has_grants FROM docs WHERE app_id = ? AND db = ? AND id = ?`)
 	r.history = p(`SELECT ` + revCols + ` FROM revisions WHERE app_id = ? AND db = ? AND id = ? ORDER BY seq`)
-	r.scan = p(`SELECT id, rev, body, seq, time FROM docs WHERE app_id = ? AND db = ? AND id > ? AND deleted = 0 ORDER BY id LIMIT ?`)
+	r.scan = p(`SELECT id, rev, body, seq, time, channels FROM docs WHERE app_id = ? AND db = ? AND id > ? AND deleted = 0 ORDER BY id LIMIT ?`)
 	r.changes = p(`SELECT ` + revCols + ` FROM revisions WHERE app_id = ? AND seq > ? ORDER BY seq LIMIT ?`)
 	r.changesDB = p(`SELECT ` + revCols + ` FROM revisions WHERE app_id = ? AND db = ? AND seq > ? ORDER BY seq LIMIT ?`)
 	r.lastSeq = p(`SELECT seq FROM apps WHERE id = ?`)
@@ -47,9 +47,9 @@ func (r *readStmts) close() {
 
 func (s *Store) Get(ctx context.Context, appID int64, db, id string) (*store.Doc, error) {
 	d := store.Doc{DB: db, ID: id}
-	var body sql.NullString
+	var body, ch sql.NullString
 	var t int64
-	err := s.reads.get.QueryRowContext(ctx, appID, db, id).Scan(&d.Rev, &d.Deleted, &body, &d.Seq, &t)
+	err := s.reads.get.QueryRowContext(ctx, appID, db, id).Scan(&d.Rev, &d.Deleted, &body, &d.Seq, &t, &ch, &d.HasGrants)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -60,6 +60,7 @@ func (s *Store) Get(ctx context.Context, appID int64, db, id string) (*store.Doc
 		d.Body = []byte(body.String)
 	}
 	d.Time = time.Unix(0, t)
+	d.Channels = parseChannels(ch)
 	return &d, nil
 }
 
@@ -114,12 +115,14 @@ func scanDocs(db string, rows *sql.Rows, err error) ([]store.Doc, error) {
 	for rows.Next() {
 		d := store.Doc{DB: db}
 		var body string
+		var ch sql.NullString
 		var t int64
-		if err := rows.Scan(&d.ID, &d.Rev, &body, &d.Seq, &t); err != nil {
+		if err := rows.Scan(&d.ID, &d.Rev, &body, &d.Seq, &t, &ch); err != nil {
 			return nil, err
 		}
 		d.Body = []byte(body)
 		d.Time = time.Unix(0, t)
+		d.Channels = parseChannels(ch)
 		out = append(out, d)
 	}
 	return out, rows.Err()
@@ -133,17 +136,36 @@ func scanRevisions(rows *sql.Rows, err error) ([]store.Revision, error) {
 	var out []store.Revision
 	for rows.Next() {
 		var r store.Revision
-		var body sql.NullString
+		var body, ch sql.NullString
 		var t int64
 		if err := rows.Scan(&r.Seq, &r.DB, &r.ID, &r.Rev, &r.Deleted, &body, &t,
-			&r.Writer.User, &r.Writer.Device, &r.Writer.Handler, &r.Path); err != nil {
+			&r.Writer.User, &r.Writer.Device, &r.Writer.Handler, &r.Path, &ch); err != nil {
 			return nil, err
 		}
+		r.Channels = parseChannels(ch)
 		if body.Valid {
 			r.Body = []byte(body.String)
 		}
 		r.Time = time.Unix(0, t)
 		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) GrantsFor(ctx context.Context, appID int64, user string) ([]store.Grant, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT kind, principal, channel FROM grants WHERE app_id = ?
+		AND (kind IN ('role', 'public') OR (kind IN ('user', 'member') AND principal = ?))`, appID, user)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Grant
+	for rows.Next() {
+		var g store.Grant
+		if err := rows.Scan(&g.Kind, &g.Principal, &g.Channel); err != nil {
+			return nil, err
+		}
+		out = append(out, g)
 	}
 	return out, rows.Err()
 }

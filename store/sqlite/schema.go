@@ -25,6 +25,7 @@ var migrations = []string{
 		public  INTEGER NOT NULL DEFAULT 0,
 		created INTEGER NOT NULL,
 		seq     INTEGER NOT NULL DEFAULT 0,
+		access_timeout_ms INTEGER NOT NULL DEFAULT 0,
 		UNIQUE (owner, name)
 	);
 	CREATE TABLE members (
@@ -49,7 +50,31 @@ var migrations = []string{
 		body    TEXT,
 		seq     INTEGER NOT NULL,
 		time    INTEGER NOT NULL,
+		channels TEXT,
+		has_grants INTEGER NOT NULL DEFAULT 0,
 		PRIMARY KEY (app_id, db, id)
+	);
+	-- grants holds the grants of live documents only: a write replaces
+	-- its document's rows and a tombstone removes them.
+	CREATE TABLE grants (
+		app_id    INTEGER NOT NULL,
+		db        TEXT NOT NULL,
+		doc_id    TEXT NOT NULL,
+		kind      TEXT NOT NULL,
+		principal TEXT NOT NULL,
+		channel   TEXT NOT NULL
+	);
+	CREATE INDEX grants_by_doc ON grants (app_id, db, doc_id);
+	CREATE INDEX grants_by_principal ON grants (app_id, kind, principal);
+	CREATE TABLE code (
+		app_id  INTEGER NOT NULL REFERENCES apps(id),
+		version INTEGER NOT NULL,
+		access  TEXT NOT NULL,
+		backend TEXT NOT NULL,
+		author  TEXT NOT NULL,
+		created INTEGER NOT NULL,
+		active  INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (app_id, version)
 	);
 	-- revisions is the ledger: every revision, in per-app sequence order.
 	CREATE TABLE revisions (
@@ -65,6 +90,7 @@ var migrations = []string{
 		device  TEXT NOT NULL DEFAULT '',
 		handler TEXT NOT NULL DEFAULT '',
 		path    TEXT NOT NULL,
+		channels TEXT,
 		UNIQUE (app_id, seq)
 	);
 	CREATE INDEX revisions_by_doc ON revisions (app_id, db, id, seq);

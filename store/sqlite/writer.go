@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 
 	"github.com/handoff-run/handoff/store"
@@ -62,19 +63,22 @@ type dbKey struct {
 }
 
 const (
-	sqlHead     = `SELECT rev FROM docs WHERE app_id = ? AND db = ? AND id = ?`
+	sqlHead     = `SELECT rev, has_grants FROM docs WHERE app_id = ? AND db = ? AND id = ?`
 	sqlAppSeq   = `SELECT seq FROM apps WHERE id = ?`
 	sqlSetSeq   = `UPDATE apps SET seq = ? WHERE id = ?`
 	sqlAddDB    = `INSERT OR IGNORE INTO dbs (app_id, name) VALUES (?, ?)`
-	sqlLedger   = `INSERT INTO revisions (app_id, seq, db, id, rev, deleted, body, time, user, device, handler, path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	sqlSaveHead = `INSERT INTO docs (app_id, db, id, rev, deleted, body, seq, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	sqlLedger   = `INSERT INTO revisions (app_id, seq, db, id, rev, deleted, body, time, user, device, handler, path, channels) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlSaveHead = `INSERT INTO docs (app_id, db, id, rev, deleted, body, seq, time, channels, has_grants) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (app_id, db, id) DO UPDATE SET rev = excluded.rev, deleted = excluded.deleted,
-		body = excluded.body, seq = excluded.seq, time = excluded.time`
+		body = excluded.body, seq = excluded.seq, time = excluded.time, channels = excluded.channels,
+		has_grants = excluded.has_grants`
+	sqlDropGrants = `DELETE FROM grants WHERE app_id = ? AND db = ? AND doc_id = ?`
+	sqlAddGrant   = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel) VALUES (?, ?, ?, ?, ?, ?)`
 )
 
 func newWriter(db *sql.DB) (*writer, error) {
 	w := &writer{db: db, seqs: map[int64]int64{}, dbs: map[dbKey]bool{}, stmts: map[string]*sql.Stmt{}}
-	for _, q := range []string{sqlHead, sqlAppSeq, sqlSetSeq, sqlAddDB, sqlLedger, sqlSaveHead} {
+	for _, q := range []string{sqlHead, sqlAppSeq, sqlSetSeq, sqlAddDB, sqlLedger, sqlSaveHead, sqlDropGrants, sqlAddGrant} {
 		st, err := db.Prepare(q)
 		if err != nil {
 			return nil, err
@@ -179,7 +183,8 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 // that write, not a failure of the batch.
 func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 	var head string
-	err := tx.Stmt(w.stmts[sqlHead]).QueryRow(wr.AppID, wr.DB, wr.ID).Scan(&head)
+	var hadGrants bool
+	err := tx.Stmt(w.stmts[sqlHead]).QueryRow(wr.AppID, wr.DB, wr.ID).Scan(&head, &hadGrants)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return commitRes{}, err
 	}
@@ -207,12 +212,47 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 		body = string(wr.Body)
 	}
 	t := wr.Time.UnixNano()
+	channels := channelsJSON(wr.Channels)
 	if _, err := tx.Stmt(w.stmts[sqlLedger]).Exec(wr.AppID, seq, wr.DB, wr.ID, wr.Rev, wr.Deleted, body, t,
-		wr.Writer.User, wr.Writer.Device, wr.Writer.Handler, wr.Path); err != nil {
+		wr.Writer.User, wr.Writer.Device, wr.Writer.Handler, wr.Path, channels); err != nil {
 		return commitRes{}, err
 	}
-	if _, err := tx.Stmt(w.stmts[sqlSaveHead]).Exec(wr.AppID, wr.DB, wr.ID, wr.Rev, wr.Deleted, body, seq, t); err != nil {
+	grants := wr.Grants
+	if wr.Deleted {
+		grants = nil
+	}
+	if _, err := tx.Stmt(w.stmts[sqlSaveHead]).Exec(wr.AppID, wr.DB, wr.ID, wr.Rev, wr.Deleted, body, seq, t,
+		channels, len(grants) > 0); err != nil {
 		return commitRes{}, err
+	}
+	if hadGrants {
+		if _, err := tx.Stmt(w.stmts[sqlDropGrants]).Exec(wr.AppID, wr.DB, wr.ID); err != nil {
+			return commitRes{}, err
+		}
+	}
+	for _, g := range grants {
+		if _, err := tx.Stmt(w.stmts[sqlAddGrant]).Exec(wr.AppID, wr.DB, wr.ID, g.Kind, g.Principal, g.Channel); err != nil {
+			return commitRes{}, err
+		}
 	}
 	return commitRes{seq: seq}, nil
+}
+
+// channelsJSON stores channels as a JSON array; nil stays NULL so "no
+// access function" and "no channels" remain distinguishable.
+func channelsJSON(ch []string) any {
+	if ch == nil {
+		return nil
+	}
+	b, _ := json.Marshal(ch)
+	return string(b)
+}
+
+func parseChannels(s sql.NullString) []string {
+	if !s.Valid {
+		return nil
+	}
+	ch := []string{}
+	_ = json.Unmarshal([]byte(s.String), &ch)
+	return ch
 }

@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/store"
+)
+
+// Code file names inside a deployed folder.
+const (
+	AccessFile  = "access.js"
+	BackendFile = "backend.js"
+)
+
+// loadCode compiles an app's active code version. A version that no
+// longer compiles (a runtime upgrade) is logged and the app falls back to
+// refusing writes to gated databases rather than opening them.
+func (e *Engine) loadCode(ctx context.Context, appID int64, ref string) (*appCode, error) {
+	cv, err := e.st.ActiveCode(ctx, appID)
+	if err != nil {
+		return nil, internal(err)
+	}
+	if cv == nil {
+		return nil, nil
+	}
+	c := &appCode{version: cv.Version}
+	if cv.Access == "" {
+		return c, nil
+	}
+	if e.rt == nil {
+		c.access = brokenAccess{errs.New(errs.Unavailable, "app %s has access.js (version %d) but this server runs no JavaScript; start it with `handoff serve`", ref, cv.Version)}
+		return c, nil
+	}
+	if c.access, err = e.rt.CompileAccess(AccessFile, cv.Access); err != nil {
+		e.log.Error("active access.js does not compile", "app", ref, "version", cv.Version, "err", err)
+		c.access = brokenAccess{errs.New(errs.AccessError, "app %s: access.js version %d does not compile (%v); deploy a fixed version or roll back", ref, cv.Version, err)}
+	}
+	return c, nil
+}
+
+// brokenAccess stands in for code that cannot run: it closes every
+// database to writes (never opens them) until a fixed version is live.
+type brokenAccess struct{ err error }
+
+func (brokenAccess) Gates(string) bool { return true }
+func (b brokenAccess) Check(context.Context, AccessInput) (AccessDecision, error) {
+	return AccessDecision{}, b.err
+}
+
+// CodeInfo describes one deployed version.
+type CodeInfo struct {
+	Version    int       `json:"version"`
+	Author     string    `json:"author"`
+	Created    time.Time `json:"created"`
+	Active     bool      `json:"active"`
+	HasAccess  bool      `json:"access,omitempty"`
+	HasBackend bool      `json:"backend,omitempty"`
+}
+
+// Deploy stores access.js and backend.js as a new version and makes it
+// live. Code that does not compile is refused with its file, line and
+// column, and the live version stays.
+func (e *Engine) Deploy(ctx context.Context, a Actor, appRef string, accessJS, backendJS string) (CodeInfo, error) {
+	app, err := e.app(ctx, appRef)
+	if err != nil {
+		return CodeInfo{}, err
+	}
+	if err := e.mayAdmin(a, app); err != nil {
+		return CodeInfo{}, err
+	}
+	if accessJS == "" && backendJS == "" {
+		return CodeInfo{}, errs.New(errs.Invalid, "nothing to deploy: the folder needs %s or %s", AccessFile, BackendFile)
+	}
+	if e.rt == nil {
+		return CodeInfo{}, errs.New(errs.Unavailable, "this server runs no JavaScript, so it cannot take code")
+	}
+	if accessJS != "" {
+		if _, err := e.rt.CompileAccess(AccessFile, accessJS); err != nil {
+			return CodeInfo{}, err
+		}
+	}
+	if backendJS != "" {
+		if err := e.rt.CheckBackend(BackendFile, backendJS); err != nil {
+			return CodeInfo{}, err
+		}
+	}
+	now := e.clock.Now()
+	v, err := e.st.SaveCode(ctx, app.ID, store.CodeVersion{Access: accessJS, Backend: backendJS, Author: a.User, Created: now})
+	if err != nil {
+		return CodeInfo{}, internal(err)
+	}
+	e.forgetApp(appRef)
+	return CodeInfo{Version: v, Author: a.User, Created: now.UTC(), Active: true, HasAccess: accessJS != "", HasBackend: backendJS != ""}, nil
+}
+
+// CodeVersions lists an app's deployed versions, oldest first.
+func (e *Engine) CodeVersions(ctx context.Context, a Actor, appRef string) ([]CodeInfo, error) {
+	app, err := e.app(ctx, appRef)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.mayAdmin(a, app); err != nil {
+		return nil, err
+	}
+	vs, err := e.st.CodeVersions(ctx, app.ID)
+	if err != nil {
+		return nil, internal(err)
+	}
+	out := make([]CodeInfo, len(vs))
+	for i, v := range vs {
+		out[i] = CodeInfo{Version: v.Version, Author: v.Author, Created: v.Created.UTC(), Active: v.Active}
+	}
+	return out, nil
+}
+
+// Rollback makes an earlier version live again.
+func (e *Engine) Rollback(ctx context.Context, a Actor, appRef string, version int) error {
+	app, err := e.app(ctx, appRef)
+	if err != nil {
+		return err
+	}
+	if err := e.mayAdmin(a, app); err != nil {
+		return err
+	}
+	err = e.st.ActivateCode(ctx, app.ID, version)
+	if errors.Is(err, store.ErrNotFound) {
+		return errs.New(errs.NotFound, "app %s has no code version %d; list them with `handoff app versions --app %s`", appRef, version, appRef)
+	}
+	if err != nil {
+		return internal(err)
+	}
+	e.forgetApp(appRef)
+	return nil
+}
+
+// SetAccessTimeout changes the deadline of the app's access function.
+func (e *Engine) SetAccessTimeout(ctx context.Context, a Actor, appRef string, d time.Duration) error {
+	app, err := e.app(ctx, appRef)
+	if err != nil {
+		return err
+	}
+	if err := e.mayAdmin(a, app); err != nil {
+		return err
+	}
+	if d < 0 || d > time.Minute {
+		return errs.New(errs.Invalid, "access timeout %v is out of range; use 1ms to 1m, or 0 for the default %v", d, DefaultAccessTimeout)
+	}
+	if err := e.st.SetAccessTimeout(ctx, app.ID, d); err != nil {
+		return internal(err)
+	}
+	e.forgetApp(appRef)
+	return nil
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs every check that guards main: formatting, vet, the tests with the
+# race detector, and a short fuzz run over document decoding.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change these files; run gofmt -w on them:" >&2
+  echo "$unformatted" >&2
+  exit 1
+fi
+go vet ./...
+go test -race -count=1 -timeout 20m ./...
+go test ./engine -run '^$' -fuzz '^FuzzDocument$' -fuzztime "${FUZZTIME:-10s}"
+echo "all checks passed"
