@@ -1,0 +1,140 @@
+// Package server is handoff's HTTP API. It turns requests into engine
+// calls and engine errors into JSON, and nothing more: every rule about
+// who may do what lives in the engine, so the API, the CLI and backend
+// handlers can never disagree about a decision.
+package server
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/handoff-run/handoff/engine"
+)
+
+// Options configure a Server. Zero values pick the defaults.
+type Options struct {
+	// Logger receives failures the client cannot act on (internal errors,
+	// recovered panics). Nil means slog.Default().
+	Logger *slog.Logger
+	// Registry is where the HTTP metrics are registered and what /metrics
+	// serves. Nil means a new registry with the Go and process collectors.
+	Registry *prometheus.Registry
+}
+
+// Server serves the v1 HTTP API of one engine. It is an http.Handler.
+type Server struct {
+	e       *engine.Engine
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	metrics *metrics
+	mux     *http.ServeMux
+
+	// patterns is every registered pattern: the metrics label requests
+	// only with one of these, so the label set stays fixed. methods lists
+	// the methods served per path (paths in registration order), for the
+	// 405 answers and their Allow header.
+	patterns map[string]bool
+	methods  map[string][]string
+	paths    []string
+}
+
+// New returns a server for e with every route registered.
+func New(e *engine.Engine, o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Registry == nil {
+		o.Registry = newRegistry()
+	}
+	s := &Server{
+		e:        e,
+		log:      o.Logger,
+		reg:      o.Registry,
+		metrics:  newMetrics(o.Registry),
+		mux:      http.NewServeMux(),
+		patterns: map[string]bool{},
+		methods:  map[string][]string{},
+	}
+	s.routes()
+	return s
+}
+
+// Registry is the registry /metrics serves, for callers that add their
+// own collectors to it.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// ServeHTTP routes the request, records its metrics and turns a panic
+// into a 500 so that one bad request never takes the server down.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rw := &responseWriter{ResponseWriter: w}
+	defer func() {
+		abort := false
+		if v := recover(); v != nil {
+			abort = s.recovered(rw, r, v)
+		}
+		s.metrics.observe(s.routeLabel(r), rw.code(), time.Since(start))
+		if abort {
+			// The response was already under way: abort the connection
+			// so the client sees a broken reply, not a complete wrong one.
+			panic(http.ErrAbortHandler)
+		}
+	}()
+	rw.Header().Set("X-Content-Type-Options", "nosniff")
+	s.mux.ServeHTTP(rw, r)
+}
+
+// routeLabel is the metrics label of a request: the pattern that the mux
+// matched (ServeMux sets r.Pattern on the request it is given). Anything
+// else, such as the mux's own redirects, is "unmatched", which keeps the
+// label set bounded no matter which paths clients send.
+func (s *Server) routeLabel(r *http.Request) string {
+	if r.Pattern == "" || r.Pattern == "/" || !s.patterns[r.Pattern] {
+		return "unmatched"
+	}
+	return r.Pattern
+}
+
+// responseWriter remembers the status sent, for the metrics and to know
+// whether a panic can still be answered with a JSON error.
+type responseWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *responseWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *responseWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush lets streaming responses through the wrapper.
+func (w *responseWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController access to the real writer.
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *responseWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
