@@ -20,7 +20,7 @@ const (
 
 // Get returns a live document as JSON with _id and _rev.
 func (e *Engine) Get(ctx context.Context, a Actor, appRef, db, id string) (json.RawMessage, error) {
-	app, v, err := e.readable(ctx, a, appRef, db)
+	app, v, err := e.readable(ctx, a, appRef, db, false)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func entry(r store.Revision) Entry {
 
 // History returns every revision of a document, oldest first.
 func (e *Engine) History(ctx context.Context, a Actor, appRef, db, id string) ([]Entry, error) {
-	app, v, err := e.readable(ctx, a, appRef, db)
+	app, v, err := e.readable(ctx, a, appRef, db, false)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ type Page struct {
 
 // Query lists live documents whose field equals key (JSON), by id.
 func (e *Engine) Query(ctx context.Context, a Actor, appRef, db, field string, key json.RawMessage, limit int, after string) (Page, error) {
-	app, v, err := e.readable(ctx, a, appRef, db)
+	app, v, err := e.readable(ctx, a, appRef, db, false)
 	if err != nil {
 		return Page{}, err
 	}
@@ -121,7 +121,7 @@ func (e *Engine) Query(ctx context.Context, a Actor, appRef, db, field string, k
 
 // Scan lists the live documents of a database by id.
 func (e *Engine) Scan(ctx context.Context, a Actor, appRef, db string, limit int, after string) (Page, error) {
-	app, v, err := e.readable(ctx, a, appRef, db)
+	app, v, err := e.readable(ctx, a, appRef, db, false)
 	if err != nil {
 		return Page{}, err
 	}
@@ -177,7 +177,7 @@ type Changes struct {
 
 // Changes lists revisions after since, in commit order; db "" means all.
 func (e *Engine) Changes(ctx context.Context, a Actor, appRef, db string, since int64, limit int) (Changes, error) {
-	app, v, err := e.readable(ctx, a, appRef, db)
+	app, v, err := e.readable(ctx, a, appRef, db, true)
 	if err != nil {
 		return Changes{}, err
 	}
@@ -215,7 +215,7 @@ func (e *Engine) Changes(ctx context.Context, a Actor, appRef, db string, since 
 
 // Databases lists the app's databases.
 func (e *Engine) Databases(ctx context.Context, a Actor, appRef string) ([]string, error) {
-	app, _, err := e.readable(ctx, a, appRef, "")
+	app, _, err := e.readable(ctx, a, appRef, "", true)
 	if err != nil {
 		return nil, err
 	}
@@ -229,12 +229,14 @@ func (e *Engine) Databases(ctx context.Context, a Actor, appRef string) ([]strin
 	return dbs, nil
 }
 
-func (e *Engine) readable(ctx context.Context, a Actor, appRef, db string) (*appState, *view, error) {
+// readable resolves the app and what a may read of it; allDBs lets db be
+// "" for reads that span the whole app.
+func (e *Engine) readable(ctx context.Context, a Actor, appRef, db string, allDBs bool) (*appState, *view, error) {
 	app, err := e.app(ctx, appRef)
 	if err != nil {
 		return nil, nil, err
 	}
-	if db != "" {
+	if db != "" || !allDBs {
 		if err := ValidDB(db); err != nil {
 			return nil, nil, err
 		}

@@ -106,12 +106,15 @@ func parseDoc(raw []byte, maxBytes int) (parsedDoc, error) {
 		}
 		return parsedDoc{}, errs.New(errs.Invalid, "document must be a JSON object, not %s", jsonKind(trimmed))
 	}
+	if d := jsonDepth(trimmed); d > MaxDepth {
+		return parsedDoc{}, errs.New(errs.Invalid, "document nests %d levels deep; the limit is %d; flatten it", d, MaxDepth)
+	}
 	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if err := dec.Decode(&fields); err != nil {
 		return parsedDoc{}, errs.New(errs.Invalid, "document is not valid JSON: %v", err)
 	}
-	if dec.More() {
+	if dec.More() || !json.Valid(trimmed) {
 		return parsedDoc{}, errs.New(errs.Invalid, "document has data after the JSON object; send exactly one object")
 	}
 	var p parsedDoc
@@ -133,12 +136,47 @@ func parseDoc(raw []byte, maxBytes int) (parsedDoc, error) {
 		}
 		delete(fields, k)
 	}
-	body, err := json.Marshal(fields)
-	if err != nil {
+	// No HTML escaping: a stored body stays the size the client sent.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(fields); err != nil {
 		return parsedDoc{}, errs.New(errs.Invalid, "document cannot be encoded: %v", err)
 	}
-	p.body = body
+	p.body = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	return p, nil
+}
+
+// MaxDepth bounds how deeply a document nests: the stores' JSON functions
+// refuse very deep documents, and no state machine needs them.
+const MaxDepth = 128
+
+// jsonDepth returns the deepest nesting of objects and arrays in valid
+// JSON, counting the outermost as 1.
+func jsonDepth(b []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 func jsonKind(b []byte) string {
