@@ -49,8 +49,11 @@ type AccessInput struct {
 	// ctx.requireBackend checks it; only the server sets it.
 	Handler string
 	Timeout time.Duration
-	// Now is the clock's time, which Date.now() reads during the call.
+	// Now is the clock's time when the write began.
 	Now time.Time
+	// ReadChannels are the channels the writer may read, for
+	// ctx.requireAccess.
+	ReadChannels map[string]bool
 }
 
 // AccessUser is the user object of access.js.

@@ -96,6 +96,26 @@ func (e *Engine) Deploy(ctx context.Context, a Actor, appRef string, accessJS, b
 	return CodeInfo{Version: v, Author: a.User, Created: now.UTC(), Active: true, HasAccess: accessJS != "", HasBackend: backendJS != ""}, nil
 }
 
+// ActiveCode returns the sources of the app's live version ("" and 0
+// when none was deployed).
+func (e *Engine) ActiveCode(ctx context.Context, a Actor, appRef string) (access, backend string, version int, err error) {
+	app, err := e.app(ctx, appRef)
+	if err != nil {
+		return "", "", 0, err
+	}
+	if err := e.mayAdmin(a, app); err != nil {
+		return "", "", 0, err
+	}
+	cv, err := e.st.ActiveCode(ctx, app.ID)
+	if err != nil {
+		return "", "", 0, internal(err)
+	}
+	if cv == nil {
+		return "", "", 0, nil
+	}
+	return cv.Access, cv.Backend, cv.Version, nil
+}
+
 // CodeVersions lists an app's deployed versions, oldest first.
 func (e *Engine) CodeVersions(ctx context.Context, a Actor, appRef string) ([]CodeInfo, error) {
 	app, err := e.app(ctx, appRef)

@@ -163,7 +163,7 @@ func (e *Engine) accessInput(ctx context.Context, a Actor, app *appState, db, id
 		u := &AccessUser{ID: a.User, IsOwner: a.User == app.Owner, Device: a.Device}
 		var docRoles []string
 		if g, err := e.grantsFor(ctx, app, a.User); err == nil {
-			docRoles = g.roles
+			docRoles, in.ReadChannels = g.roles, g.channels
 		}
 		u.Roles = app.rolesOf(a.User, docRoles)
 		if u.Roles == nil {

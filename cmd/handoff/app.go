@@ -36,7 +36,8 @@ func (c *cli) appCmd() *cobra.Command {
 		}),
 	}
 
-	return group("app", "Manage apps and their members", create, list, c.memberCmd())
+	return group("app", "Manage apps, their members and their code versions", create, list, c.memberCmd(),
+		c.versionsCmd(), c.rollbackCmd(), c.setCmd())
 }
 
 func (c *cli) memberCmd() *cobra.Command {

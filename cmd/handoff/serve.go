@@ -3,16 +3,15 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/handoff-run/handoff/access"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/server"
@@ -34,6 +33,7 @@ type serveOptions struct {
 	addr     string
 	postgres string
 	apps     []string
+	mounts   []mount
 }
 
 func (c *cli) serveCmd() *cobra.Command {
@@ -55,8 +55,12 @@ connections and lets requests in flight finish.`,
 			if o.postgres != "" {
 				return usageError{"--postgres is not supported yet; run without it to use the embedded store in --data"}
 			}
-			if len(o.apps) > 0 {
-				return usageError{"--app is not supported yet on serve; deploying app code at start is not implemented"}
+			for _, a := range o.apps {
+				m, err := parseMount(a)
+				if err != nil {
+					return err
+				}
+				o.mounts = append(o.mounts, m)
 			}
 			if o.data == "" {
 				o.data = c.getenv("HANDOFF_DATA")
@@ -71,7 +75,7 @@ connections and lets requests in flight finish.`,
 	fl.StringVar(&o.data, "data", "", "data directory (default $HANDOFF_DATA, else ./"+defaultDataDir+")")
 	fl.StringVar(&o.addr, "addr", defaultAddr, "address to listen on, HOST:PORT (port 0 picks a free one)")
 	fl.StringVar(&o.postgres, "postgres", "", "PostgreSQL URL (not supported yet)")
-	fl.StringArrayVar(&o.apps, "app", nil, "owner/name=DIR: deploy an app's code at start (not supported yet)")
+	fl.StringArrayVar(&o.apps, "app", nil, "owner/name=DIR: serve the app's code from DIR and redeploy it on every edit (repeatable)")
 	return cmd
 }
 
@@ -91,7 +95,7 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 		}
 	}()
 
-	eng := engine.New(st, engine.Options{Logger: log})
+	eng := engine.New(st, engine.Options{Logger: log, Runtime: access.New(access.Options{})})
 	envToken := c.getenv("HANDOFF_ADMIN_TOKEN")
 	token, err := eng.Bootstrap(ctx, envToken)
 	if err != nil {
@@ -101,13 +105,19 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	case envToken != "":
 		log.Info("admin token taken from HANDOFF_ADMIN_TOKEN")
 	case token != "":
-		path, err := writeAdminToken(o.data, token)
+		path, err := writeTokenFile(o.data, adminTokenFile, token)
 		if err != nil {
 			return err
 		}
 		// The token itself never goes to the log: only where to find it.
 		log.Info("created the admin user; its token is in the file", "path", path,
 			"hint", "export HANDOFF_TOKEN=$(cat "+path+")")
+	}
+
+	for _, m := range o.mounts {
+		if err := m.start(ctx, eng, o.data, log); err != nil {
+			return err
+		}
 	}
 
 	ln, err := net.Listen("tcp", o.addr)
@@ -140,28 +150,4 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// writeAdminToken stores a minted admin token in DIR/admin.token, readable
-// only by its owner.
-func writeAdminToken(dir, token string) (string, error) {
-	path := filepath.Join(dir, adminTokenFile)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return "", errs.New(errs.Internal, "cannot write the admin token to %s: %v", path, err)
-	}
-	// A file left by an earlier data directory keeps its old mode on
-	// O_TRUNC: make sure it is private.
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return "", errs.New(errs.Internal, "cannot restrict %s to its owner: %v", path, err)
-	}
-	if _, err := fmt.Fprintln(f, token); err != nil {
-		f.Close()
-		return "", errs.New(errs.Internal, "cannot write the admin token to %s: %v", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return "", errs.New(errs.Internal, "cannot write the admin token to %s: %v", path, err)
-	}
-	return path, nil
 }

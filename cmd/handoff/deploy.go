@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/handoff-run/handoff/appdir"
+)
+
+func (c *cli) deployCmd() *cobra.Command {
+	var app appFlag
+	cmd := &cobra.Command{
+		Use:   "deploy --app OWNER/NAME DIR",
+		Short: "Upload DIR/access.js and DIR/backend.js as the app's next code version",
+		Long: `Upload DIR/access.js and DIR/backend.js as the app's next numbered code
+version and make it live. Code that does not compile is refused with its
+file, line and column, and the live version stays.`,
+		Args: exactArgs(1, "DIR"),
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			a, err := app.value()
+			if err != nil {
+				return err
+			}
+			code, err := appdir.Read(args[0])
+			if err != nil {
+				return err
+			}
+			v, err := c.client().Deploy(cmd.Context(), a, code.Access, code.Backend)
+			if err != nil {
+				return err
+			}
+			return c.printJSON(map[string]any{"ok": true, "app": a, "version": v.Version})
+		}),
+	}
+	app.register(cmd)
+	return cmd
+}
+
+func (c *cli) versionsCmd() *cobra.Command {
+	var app appFlag
+	cmd := &cobra.Command{
+		Use:   "versions --app OWNER/NAME",
+		Short: "List the app's code versions; the live one has active: true",
+		Args:  noArgs,
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			a, err := app.value()
+			if err != nil {
+				return err
+			}
+			vs, err := c.client().CodeVersions(cmd.Context(), a)
+			if err != nil {
+				return err
+			}
+			return printArray(c.stdout, vs)
+		}),
+	}
+	app.register(cmd)
+	return cmd
+}
+
+func (c *cli) rollbackCmd() *cobra.Command {
+	var app appFlag
+	cmd := &cobra.Command{
+		Use:   "rollback --app OWNER/NAME VERSION",
+		Short: "Make an earlier code version live again",
+		Args:  exactArgs(1, "VERSION"),
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			a, err := app.value()
+			if err != nil {
+				return err
+			}
+			v, err := strconv.Atoi(args[0])
+			if err != nil || v < 1 {
+				return usageError{fmt.Sprintf("VERSION must be a version number from `handoff app versions`, not %q", args[0])}
+			}
+			if err := c.client().Activate(cmd.Context(), a, v); err != nil {
+				return err
+			}
+			return c.printJSON(map[string]any{"ok": true, "app": a, "version": v})
+		}),
+	}
+	app.register(cmd)
+	return cmd
+}
+
+func (c *cli) setCmd() *cobra.Command {
+	var app appFlag
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "set --app OWNER/NAME --access-timeout DURATION",
+		Short: "Change an app's settings (the access function's deadline)",
+		Args:  noArgs,
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			a, err := app.value()
+			if err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("access-timeout") {
+				return usageError{"nothing to set; pass --access-timeout 250ms (0 restores the default)"}
+			}
+			if err := c.client().SetAccessTimeout(cmd.Context(), a, timeout); err != nil {
+				return err
+			}
+			return c.printJSON(map[string]any{"ok": true, "app": a, "accessTimeout": timeout.String()})
+		}),
+	}
+	app.register(cmd)
+	cmd.Flags().DurationVar(&timeout, "access-timeout", 0, "deadline of one access-function call, e.g. 250ms (default 100ms)")
+	return cmd
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/handoff-run/handoff/appdir"
+	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/errs"
+)
+
+// mountPoll is how often a mounted folder is checked for edits.
+const mountPoll = 300 * time.Millisecond
+
+// mount is one `--app owner/name=DIR`: a folder served for development.
+type mount struct {
+	app, dir string
+}
+
+func parseMount(s string) (mount, error) {
+	app, dir, ok := strings.Cut(s, "=")
+	if !ok || dir == "" {
+		return mount{}, usageError{fmt.Sprintf("--app %q must be owner/name=DIR, e.g. --app demo/jobs=examples/jobs", s)}
+	}
+	if _, _, err := engine.ParseAppRef(app); err != nil {
+		return mount{}, usageError{err.(*errs.Error).Message}
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return mount{}, usageError{fmt.Sprintf("--app %s: %s is not a folder", app, dir)}
+	}
+	return mount{app: app, dir: dir}, nil
+}
+
+// start makes sure the owner and the app exist, deploys the folder's code
+// if it differs from the live version, then redeploys on every edit until
+// ctx ends. A version that does not compile is logged and the live one
+// stays, as with `handoff deploy`.
+func (m mount) start(ctx context.Context, e *engine.Engine, dataDir string, log *slog.Logger) error {
+	admin := engine.Actor{User: engine.AdminUser, Admin: true, Path: "cli"}
+	owner, _, _ := strings.Cut(m.app, "/")
+	token, err := e.AddUser(ctx, admin, owner)
+	switch {
+	case err == nil:
+		path, werr := writeTokenFile(dataDir, owner+".token", token)
+		if werr != nil {
+			return werr
+		}
+		log.Info("created the app's owner; its token is in the file", "user", owner, "path", path)
+	case !errs.Is(err, errs.Exists):
+		return err
+	}
+	if _, err := e.CreateApp(ctx, admin, m.app, false); err != nil && !errs.Is(err, errs.Exists) {
+		return err
+	}
+	sync := func() {
+		v, err := m.sync(ctx, e, admin)
+		switch {
+		case err != nil:
+			log.Error("app code not deployed; the live version stays", "app", m.app, "dir", m.dir, "err", err)
+		case v > 0:
+			log.Info("deployed the app's code", "app", m.app, "dir", m.dir, "version", v)
+		}
+	}
+	sync()
+	go appdir.Watch(ctx, m.dir, mountPoll, sync)
+	return nil
+}
+
+// sync deploys the folder's code unless it is already live; it returns
+// the new version, or 0 when nothing changed.
+func (m mount) sync(ctx context.Context, e *engine.Engine, admin engine.Actor) (int, error) {
+	code, err := appdir.Read(m.dir)
+	if err != nil {
+		return 0, err
+	}
+	access, backend, _, err := e.ActiveCode(ctx, admin, m.app)
+	if err != nil {
+		return 0, err
+	}
+	if access == code.Access && backend == code.Backend {
+		return 0, nil
+	}
+	info, err := e.Deploy(ctx, admin, m.app, code.Access, code.Backend)
+	return info.Version, err
+}
+
+// writeTokenFile writes a token to DIR/name, readable only by its owner.
+func writeTokenFile(dir, name, token string) (string, error) {
+	path := filepath.Join(dir, name)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return "", errs.New(errs.Internal, "cannot write a token to %s: %v", path, err)
+	}
+	// A file left by an earlier data directory keeps its old mode on
+	// O_TRUNC: make sure it is private.
+	err = errors.Join(f.Chmod(0o600), func() error { _, err := fmt.Fprintln(f, token); return err }(), f.Close())
+	if err != nil {
+		return "", errs.New(errs.Internal, "cannot write a token to %s: %v", path, err)
+	}
+	return path, nil
+}

@@ -1,0 +1,226 @@
+package jsvm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dop251/goja"
+)
+
+// stopCause says which budget stopped a call. It is also the value passed
+// to goja's Interrupt, so an InterruptedError names its cause.
+type stopCause int
+
+const (
+	causeNone stopCause = iota
+	causeDeadline
+	causeCancel
+	causeHeap
+)
+
+func (c stopCause) Error() string {
+	switch c {
+	case causeDeadline:
+		return "deadline exceeded"
+	case causeCancel:
+		return "cancelled"
+	case causeHeap:
+		return "heap limit exceeded"
+	}
+	return "not stopped"
+}
+
+// run executes fn as one call of export under every budget: a deadline of
+// d, ctx's cancellation, the heap guard, and the call-stack limit set on
+// the runtime. Everything that can run user code — building arguments,
+// the call, waiting for its promise, reading the result, even rendering a
+// thrown value — happens inside fn or before end, so no user code ever
+// runs unguarded. The returned error is already in the package's terms.
+func (vm *VM) run(ctx context.Context, export string, d time.Duration, fn func() error) error {
+	vm.begin(ctx, d)
+	err := vm.protect(fn)
+	err = vm.userError(err, export)
+	cause := vm.end()
+	if cause == causeNone && err != nil && ctx.Err() != nil {
+		// The context ended and the call failed, possibly from host work
+		// that saw the cancellation before our watcher did: that is a
+		// cancellation, not the user's error.
+		cause = causeCancel
+	}
+	return vm.classify(err, cause, ctx, export, d)
+}
+
+// begin arms the budgets for a new call generation.
+func (vm *VM) begin(ctx context.Context, d time.Duration) {
+	vm.mu.Lock()
+	vm.gen++
+	g := vm.gen
+	vm.cause = causeNone
+	vm.active.Store(g)
+	vm.mu.Unlock()
+
+	vm.ctx = ctx
+	// A stray Interrupt can only come from a call we already threw away,
+	// but clearing costs nothing and keeps a reused runtime honest.
+	vm.ClearInterrupt()
+	if af := vm.opts.AfterFunc; af != nil {
+		vm.stopAF = af(d, func() { vm.stop(g, causeDeadline) })
+	} else {
+		vm.timer.Reset(d)
+	}
+	if ctx.Done() != nil {
+		vm.stopCtx = context.AfterFunc(ctx, func() { vm.stop(g, causeCancel) })
+	}
+	if vm.opts.HeapLimit > 0 {
+		watchdog.kick()
+	}
+}
+
+// end disarms the budgets and reports what stopped the call, if anything.
+// A VM whose timer or context watcher already fired is marked broken even
+// when the call won the race: the stop may still be on its way, and a
+// runtime is cheaper to replace than to reason about.
+func (vm *VM) end() stopCause {
+	clean := true
+	if vm.stopAF != nil {
+		clean = vm.stopAF()
+		vm.stopAF = nil
+	} else {
+		clean = vm.timer.Stop()
+	}
+	if vm.stopCtx != nil {
+		if !vm.stopCtx() {
+			clean = false
+		}
+		vm.stopCtx = nil
+	}
+
+	vm.mu.Lock()
+	vm.active.Store(0)
+	cause := vm.cause
+	clear(vm.queue)
+	vm.queue = vm.queue[:0]
+	vm.pending = 0
+	vm.mu.Unlock()
+
+	if vm.cancelCtx != nil {
+		vm.cancelCtx()
+		vm.callCtx, vm.cancelCtx = nil, nil
+	}
+	vm.ctx = nil
+	if !clean || cause != causeNone {
+		vm.broken = true
+	}
+	return cause
+}
+
+// stop ends call generation g for cause: it interrupts running JS and
+// wakes the event loop if the call is waiting on a promise. It is a no-op
+// unless g is still the running call, so late timers are harmless.
+func (vm *VM) stop(g uint64, cause stopCause) {
+	vm.mu.Lock()
+	if g == 0 || vm.active.Load() != g || vm.cause != causeNone {
+		vm.mu.Unlock()
+		return
+	}
+	vm.cause = cause
+	vm.mu.Unlock()
+	vm.Interrupt(cause)
+	vm.signal()
+}
+
+// onDeadline is the reusable timer's function.
+func (vm *VM) onDeadline() { vm.stop(vm.active.Load(), causeDeadline) }
+
+// stopRunning is how code on the VM's own goroutine (the allocation
+// guards) stops the current call.
+func (vm *VM) stopRunning(cause stopCause) { vm.stop(vm.active.Load(), cause) }
+
+// protect runs fn and turns goja's panics into errors. JS exceptions
+// raised by Go-side calls (Object.Get on a throwing getter) become
+// *goja.Exception; goja's uncatchable errors (interrupts, stack overflow)
+// are returned as they are. Any other panic is a Go bug: the VM is
+// retired and the panic continues.
+func (vm *VM) protect(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(error); ok && isUncatchable(e) {
+				err = e
+				return
+			}
+			vm.end()
+			vm.broken = true
+			panic(r)
+		}
+	}()
+	if ex := vm.Try(func() { err = fn() }); ex != nil {
+		err = ex
+	}
+	return err
+}
+
+func isUncatchable(err error) bool {
+	var ie *goja.InterruptedError
+	var so *goja.StackOverflowError
+	return errors.As(err, &ie) || errors.As(err, &so)
+}
+
+// userError converts exceptions and rejections into *JSError while the
+// call's budgets still hold, because reading an Error's name or exporting
+// a thrown object can run the user's getters.
+func (vm *VM) userError(err error, export string) error {
+	if err == nil || isUncatchable(err) {
+		return err
+	}
+	var ex *goja.Exception
+	var rej *rejection
+	switch {
+	case errors.As(err, &ex):
+		var je *JSError
+		if perr := vm.protect(func() error { je = vm.exceptionError(ex, export); return nil }); perr != nil {
+			return perr
+		}
+		return je
+	case errors.As(err, &rej):
+		var je *JSError
+		if perr := vm.protect(func() error { je = vm.valueError(rej.value, export, true); return nil }); perr != nil {
+			return perr
+		}
+		return je
+	}
+	return err
+}
+
+// classify maps what stopped a call to the error the user sees.
+func (vm *VM) classify(err error, cause stopCause, ctx context.Context, export string, d time.Duration) error {
+	file := vm.prog.filename
+	if cause != causeNone && err != nil {
+		switch cause {
+		case causeDeadline:
+			return deadlineError(file, export, d)
+		case causeHeap:
+			return heapError(file, export, vm.opts.HeapLimit)
+		case causeCancel:
+			return &CancelError{File: file, Export: export, Err: context.Cause(ctx)}
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	var so *goja.StackOverflowError
+	if errors.As(err, &so) {
+		vm.broken = true
+		return stackError(file, export, vm.opts.MaxCallStack)
+	}
+	var ie *goja.InterruptedError
+	if errors.As(err, &ie) {
+		vm.broken = true
+		return fmt.Errorf("%s: %s was interrupted (%v); try again", file, what(export), ie.Value())
+	}
+	if errors.Is(err, errNeverSettles) {
+		return neverSettlesError(file, export)
+	}
+	return err
+}

@@ -1,0 +1,181 @@
+package jsvm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/dop251/goja"
+	"github.com/evanw/esbuild/pkg/api"
+)
+
+// Program is one compiled version of a user's module. It is immutable and
+// safe to share: every runtime of every Pool built from it runs the same
+// *goja.Program, so a deploy pays for parsing and compiling exactly once.
+type Program struct {
+	filename string
+	code     string
+	prog     *goja.Program
+	exports  []string
+}
+
+// Filename is the name errors use for the user's file, e.g. "access.js".
+func (p *Program) Filename() string { return p.filename }
+
+// Exports lists the module's export names in source order as esbuild saw
+// them ("default" for a default export). It is read from the module's
+// syntax, not by running it, so a deploy can validate exports without
+// executing user code.
+func (p *Program) Exports() []string { return slices.Clone(p.exports) }
+
+// HasExport reports whether the module exports name.
+func (p *Program) HasExport(name string) bool { return slices.Contains(p.exports, name) }
+
+// Code is the JavaScript that goja runs, after esbuild. It is meant for
+// debugging the pipeline, not for users: errors already map back to the
+// original source.
+func (p *Program) Code() string { return p.code }
+
+// moduleBanner and moduleFooter wrap the CommonJS output in a function so
+// each runtime can evaluate the module with its own exports object. esbuild
+// accounts for the banner in the source map, and goja's source-map lookup
+// skips a trailing "})" line, so positions stay exact.
+const (
+	moduleBanner = "(function (exports, require, module) {"
+	moduleFooter = "})"
+)
+
+// loweredFeatures are the ESNext features goja cannot run, so esbuild must
+// rewrite them. Everything else goja handles natively (classes with
+// private members, optional chaining, BigInt, ...) and is left alone,
+// because native syntax is faster and keeps stack traces readable.
+// TestGojaRunsUnloweredSyntax proves that list against the goja in go.mod.
+var loweredFeatures = map[string]bool{
+	"async-generator":      false, // goja: "Async generators are not supported yet"
+	"for-await":            false, // goja's parser rejects for await
+	"using":                false, // explicit resource management
+	"decorators":           false,
+	"regexp-match-indices": false, // /d flag: becomes new RegExp, fails only if run
+	"regexp-set-notation":  false, // /v flag: same
+	"top-level-await":      false, // CommonJS has none; esbuild reports it with a position
+}
+
+// Compile turns the ES module source (named filename in errors) into a
+// Program. Syntax errors, imports (a module must be self-contained) and
+// syntax the runtime cannot run come back as a *CompileError that names
+// the user's file, line and column.
+func Compile(filename, source string) (*Program, error) {
+	res := api.Transform(source, api.TransformOptions{
+		Sourcefile:     filename,
+		Loader:         api.LoaderJS,
+		Format:         api.FormatCommonJS,
+		Target:         api.ESNext,
+		Supported:      loweredFeatures,
+		Sourcemap:      api.SourceMapInline,
+		SourcesContent: api.SourcesContentExclude,
+		Banner:         moduleBanner,
+		Footer:         moduleFooter,
+		LogLevel:       api.LogLevelSilent,
+	})
+	if len(res.Errors) > 0 {
+		return nil, newCompileError(filename, res.Errors)
+	}
+	exports, err := moduleExports(filename, source)
+	if err != nil {
+		return nil, err
+	}
+	code := string(res.Code)
+	// Strict: the input is an ES module, and modules are always strict.
+	prog, err := goja.Compile(filename, code, true)
+	if err != nil {
+		return nil, gojaCompileError(filename, err)
+	}
+	return &Program{filename: filename, code: code, prog: prog, exports: exports}, nil
+}
+
+// moduleExports asks esbuild for the module's export names. A Transform
+// reports none, so this runs a bundling Build that writes nothing and reads
+// its metafile. Bundling also resolves imports, and with nothing to resolve
+// against, every import fails with its position: exactly the error a user
+// needs, since a deployed module runs alone and has nothing to import.
+func moduleExports(filename, source string) ([]string, error) {
+	res := api.Build(api.BuildOptions{
+		Stdin: &api.StdinOptions{
+			Contents:   source,
+			Sourcefile: filename,
+			Loader:     api.LoaderJS,
+		},
+		Bundle:   true,
+		Format:   api.FormatESModule,
+		Target:   api.ESNext,
+		Metafile: true,
+		Write:    false,
+		Outfile:  "out.js",
+		LogLevel: api.LogLevelSilent,
+	})
+	if len(res.Errors) > 0 {
+		for i := range res.Errors {
+			res.Errors[i].Text = importHint(res.Errors[i].Text)
+		}
+		return nil, newCompileError(filename, res.Errors)
+	}
+	var meta struct {
+		Outputs map[string]struct {
+			Exports []string `json:"exports"`
+		} `json:"outputs"`
+	}
+	if err := json.Unmarshal([]byte(res.Metafile), &meta); err != nil {
+		return nil, fmt.Errorf("jsvm: reading esbuild metafile: %w", err)
+	}
+	var exports []string
+	for _, out := range meta.Outputs {
+		exports = append(exports, out.Exports...)
+	}
+	return exports, nil
+}
+
+// importHint explains the one build error that is about the platform, not
+// the user's syntax.
+func importHint(text string) string {
+	const prefix = "Could not resolve "
+	if len(text) > len(prefix) && text[:len(prefix)] == prefix {
+		return "cannot import " + text[len(prefix):] +
+			": a deployed module runs on its own, so inline the code you need or bundle it into this file before deploying"
+	}
+	return text
+}
+
+func newCompileError(filename string, msgs []api.Message) *CompileError {
+	m := msgs[0]
+	e := &CompileError{File: filename, Message: m.Text, More: len(msgs) - 1}
+	if loc := m.Location; loc != nil {
+		e.Line = loc.Line
+		col := loc.Column
+		if col > len(loc.LineText) {
+			col = len(loc.LineText)
+		}
+		// esbuild counts bytes from 0; people and editors count
+		// characters from 1.
+		e.Column = utf8.RuneCountInString(loc.LineText[:col]) + 1
+		e.LineText = loc.LineText
+	}
+	return e
+}
+
+// gojaCompileError reports syntax that esbuild accepted but goja rejects.
+// goja maps the offset through the inline source map when it can.
+func gojaCompileError(filename string, err error) *CompileError {
+	e := &CompileError{File: filename, Message: err.Error()}
+	var se *goja.CompilerSyntaxError
+	if errors.As(err, &se) {
+		e.Message = se.Message
+		if se.File != nil {
+			pos := se.File.Position(se.Offset)
+			e.Line, e.Column = pos.Line, pos.Column
+		}
+	}
+	e.Message += " (this syntax is not supported by handoff's JavaScript runtime; rewrite it with older syntax)"
+	return e
+}

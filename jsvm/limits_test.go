@@ -1,0 +1,244 @@
+package jsvm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// runawayModule holds one runaway per export next to a well-behaved
+// function, so each test can show both that the runaway is stopped and
+// that the pool keeps serving.
+const runawayModule = `
+export function ok(doc) { return { channels: ["jobs"], id: doc.id } }
+export function spin() { while (true) {} }
+export function spinCaught() { try { while (true) {} } catch (e) { return "caught" } finally { return "finally" } }
+export function recurse() { function f() { return f() + 1 } return f() }
+export function hog() { let a = []; while (true) a.push(new Array(1e6).fill(1)) }
+export function hugeString() { return "x".repeat(2 ** 30) }
+export function hugePad() { return "x".padStart(2 ** 30) }
+export function hugeSparse() { return new Array(2 ** 32 - 1).map((x) => x) }
+export function hugeJoin() { return new Array(2 ** 28).join("x") }
+export function hugeFrom() { return Array.from({ length: 2 ** 30 }) }
+export function hugeBuffer() { return new Uint8Array(2 ** 31) }
+export function hugeConcat() { const a = []; a.length = 2 ** 31; return a.concat(a) }
+export function stringDoubling() { let s = "x".repeat(1 << 20); while (true) s = s + s }
+export function smallAllocations() {
+  return {
+    rep: "ab".repeat(3), pad: "5".padStart(3, "0"), sorted: [3, 1, 2].sort(),
+    mapped: [1, 2].map((x) => x * 2), from: Array.from({ length: 3 }, (_, i) => i),
+    typed: new Uint8Array(4) instanceof Uint8Array, typedFrom: Array.from(Uint8Array.from([1, 2])),
+    buf: new ArrayBuffer(8).byteLength, joined: [1, 2].join("-"), str: String([1, [2, 3]]),
+    rangeError: (() => { try { "x".repeat(-1) } catch (e) { return e instanceof RangeError } })(),
+    name: String.prototype.repeat.name + "/" + Array.prototype.map.length,
+    enumerable: Object.keys(Array.prototype).length,
+  }
+}
+`
+
+// assertPoolServes runs ok concurrently from many goroutines and checks
+// every answer: after a runaway, no runtime may be left broken.
+func assertPoolServes(t *testing.T, p *Pool) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				id := fmt.Sprintf("d%d-%d", g, i)
+				got, err := callJSON(t, p, "ok", fmt.Sprintf(`{"id":%q}`, id))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if want := fmt.Sprintf(`{"channels":["jobs"],"id":%q}`, id); got != want {
+					errs <- fmt.Errorf("got %s want %s", got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("pool after runaway: %v", err)
+	}
+}
+
+func TestRunawayLoopHitsDeadline(t *testing.T) {
+	p := newTestPool(t, "access.js", runawayModule, Options{Size: 2})
+	for _, export := range []string{"spin", "spinCaught"} {
+		start := time.Now()
+		err := callWithin(p, export, DefaultDeadline)
+		var le *LimitError
+		if !errors.Is(err, ErrDeadline) || !errors.As(err, &le) {
+			t.Fatalf("%s: got %v", export, err)
+		}
+		if want := fmt.Sprintf("access.js: %s exceeded its 100ms deadline; make the function faster", export); !strings.HasPrefix(err.Error(), want) {
+			t.Fatalf("message %q", err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("%s took %v to stop", export, d)
+		}
+		assertPoolServes(t, p)
+	}
+}
+
+func TestInfiniteRecursionHitsStackLimit(t *testing.T) {
+	p := newTestPool(t, "access.js", runawayModule, Options{Size: 2, MaxCallStack: 500})
+	_, err := callJSON(t, p, "recurse")
+	if !errors.Is(err, ErrStackOverflow) {
+		t.Fatalf("got %v", err)
+	}
+	if want := "access.js: recurse: call stack exceeded 500 frames (deep or infinite recursion?)"; !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("message %q", err)
+	}
+	assertPoolServes(t, p)
+}
+
+func TestHeapGuard(t *testing.T) {
+	// A generous deadline, so that the heap guard, not the deadline,
+	// must be what stops the hogs.
+	p := newTestPool(t, "access.js", runawayModule, Options{Size: 2, Deadline: 20 * time.Second, HeapLimit: 64 << 20})
+	for _, export := range []string{
+		"hog", "hugeString", "hugePad", "hugeSparse", "hugeJoin", "hugeFrom", "hugeBuffer", "hugeConcat", "stringDoubling",
+	} {
+		t.Run(export, func(t *testing.T) {
+			start := time.Now()
+			_, err := callJSON(t, p, export)
+			if !errors.Is(err, ErrHeapLimit) {
+				t.Fatalf("got %v", err)
+			}
+			if want := fmt.Sprintf("access.js: %s used more than 64 MiB of memory;", export); !strings.HasPrefix(err.Error(), want) {
+				t.Fatalf("message %q", err)
+			}
+			t.Logf("stopped after %v", time.Since(start))
+			assertPoolServes(t, p)
+		})
+	}
+}
+
+func TestAllocationGuardsKeepBuiltinsWorking(t *testing.T) {
+	p := newTestPool(t, "access.js", runawayModule, Options{})
+	got := mustJSON(t, p, "smallAllocations")
+	want := `{"rep":"ababab","pad":"005","sorted":[1,2,3],"mapped":[2,4],"from":[0,1,2],"typed":true,"typedFrom":[1,2],` +
+		`"buf":8,"joined":"1-2","str":"1,2,3","rangeError":true,"name":"repeat/1","enumerable":0}`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestOptionDefaults(t *testing.T) {
+	o := Options{}.withDefaults()
+	if o.Deadline != 100*time.Millisecond || o.MaxCallStack != 1000 || o.HeapLimit != 64<<20 || o.Size < 1 || o.Now == nil || o.InitDeadline != time.Second {
+		t.Fatalf("defaults: %+v", o)
+	}
+}
+
+func TestHeapGuardCanBeDisabled(t *testing.T) {
+	p := newTestPool(t, "access.js", `export function f() { return "ab".repeat(1 << 20).length }`, Options{HeapLimit: -1})
+	if got := mustJSON(t, p, "f"); got != "2097152" {
+		t.Fatalf("got %s", got)
+	}
+}
+
+func TestRunawaysConcurrentWithNormalCalls(t *testing.T) {
+	// Runaways and normal calls share a pool at once; every normal call
+	// must succeed with its own answer and every runaway must be stopped
+	// with its own error.
+	p := newTestPool(t, "access.js", runawayModule, Options{Size: 3})
+	var wg sync.WaitGroup
+	fail := make(chan error, 16)
+	for _, export := range []string{"spin", "recurse", "hugeString", "hog"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 3 {
+				err := callWithin(p, export, 200*time.Millisecond)
+				var le *LimitError
+				if !errors.As(err, &le) {
+					fail <- fmt.Errorf("%s: want a LimitError, got %v", export, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 200 {
+			got, err := callJSON(t, p, "ok", fmt.Sprintf(`{"id":"%d"}`, i))
+			if err != nil || got != fmt.Sprintf(`{"channels":["jobs"],"id":"%d"}`, i) {
+				fail <- fmt.Errorf("ok %d: %s %v", i, got, err)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(fail)
+	for err := range fail {
+		t.Error(err)
+	}
+	assertPoolServes(t, p)
+}
+
+func TestPoolBoundsConcurrency(t *testing.T) {
+	// With one runtime held by a parked call, a second call waits for it
+	// and gives up when its own context does.
+	release := make(chan struct{})
+	src := `export async function park() { await wait() }
+export function ok(doc) { return { channels: ["jobs"], id: doc.id } }`
+	p := newTestPool(t, "backend.js", src, Options{Size: 1, Deadline: 10 * time.Second, Setup: func(vm *VM) error {
+		return vm.Set("wait", func() any {
+			return vm.Async(func(ctx context.Context) (any, error) { <-release; return nil, nil })
+		})
+	}})
+	done := make(chan error)
+	go func() { _, err := callJSON(t, p, "park"); done <- err }()
+	time.Sleep(20 * time.Millisecond) // let park take the runtime
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if err := p.Call(ctx, "ok", jsonArgs(`{"id":"x"}`), nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second call while pool is full: %v", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("park: %v", err)
+	}
+	if got := mustJSON(t, p, "ok", `{"id":"y"}`); got != `{"channels":["jobs"],"id":"y"}` {
+		t.Fatalf("got %s", got)
+	}
+}
+
+func TestClose(t *testing.T) {
+	prog, err := Compile("access.js", runawayModule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPool(prog, Options{Size: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := callJSON(t, p, "ok", `{"id":"a"}`); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	p.Close() // idempotent
+	if _, err := callJSON(t, p, "ok", `{"id":"a"}`); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}
+
+func TestAllocationGuardOutsideACallThrows(t *testing.T) {
+	vm := testVM(t)
+	_, err := vm.RunString(`"x".repeat(2 ** 30)`)
+	if err == nil || !strings.Contains(err.Error(), "would exceed the heap limit of 64 MiB") {
+		t.Fatalf("got %v", err)
+	}
+}

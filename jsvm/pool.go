@@ -1,0 +1,219 @@
+package jsvm
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/dop251/goja"
+)
+
+// Pool is a bounded set of runtimes for one Program. Runtimes are made
+// ahead of time so the first write after a deploy does not pay for a
+// module load, and a runtime that was stopped is replaced in the
+// background so the failing call, not the next one, pays for it.
+type Pool struct {
+	prog *Program
+	opts Options
+
+	// slots holds exactly Size tokens. A token is an idle *VM, or nil for
+	// capacity whose runtime must be made by the borrower (after a
+	// replacement failed, or after Close).
+	slots  chan *VM
+	closed atomic.Bool
+
+	exports []string
+}
+
+// NewPool makes opts.Size runtimes that have each evaluated prog. An error
+// loading the module (a top-level throw, a runaway loop) is returned here,
+// which is when a deploy wants to hear about it.
+func NewPool(prog *Program, opts Options) (*Pool, error) {
+	p := &Pool{prog: prog, opts: opts.withDefaults()}
+	p.slots = make(chan *VM, p.opts.Size)
+	for i := range p.opts.Size {
+		vm, err := newVM(prog, &p.opts)
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		if i == 0 {
+			p.exports = vm.exports.Keys()
+		}
+		p.slots <- vm
+	}
+	return p, nil
+}
+
+// Program is the module the pool runs.
+func (p *Pool) Program() *Program { return p.prog }
+
+// Exports lists the keys of module.exports as the module left it when it
+// ran. Unlike Program.Exports it also sees what a CommonJS-style module
+// assigned by hand.
+func (p *Pool) Exports() []string { return slices.Clone(p.exports) }
+
+// Call is one invocation of an exported function.
+type Call struct {
+	// Export names the function, e.g. "jobs", "default" or "onChange".
+	Export string
+	// Args builds the arguments on the borrowed runtime. It may be nil.
+	Args func(vm *VM) ([]goja.Value, error)
+	// Result receives the return value (for an async export, what its
+	// promise fulfilled with) while the runtime is still held: convert it
+	// to Go here, since v must not outlive the call. It may be nil.
+	Result func(vm *VM, v goja.Value) error
+	// Deadline overrides Options.Deadline for this call, e.g. 15 minutes
+	// for an onChange handler in a pool whose default suits access.js.
+	Deadline time.Duration
+}
+
+// Do runs c on a free runtime, waiting for one if all are busy; only ctx
+// bounds that wait, and the call's deadline starts once it has a runtime.
+// The error is a *JSError for the user's exception or rejection, a
+// *LimitError for a budget (errors.Is ErrDeadline, ErrStackOverflow,
+// ErrHeapLimit, ErrNeverSettles), a *CancelError when ctx ends first, or
+// what Args or Result returned.
+func (p *Pool) Do(ctx context.Context, c Call) error {
+	d := c.Deadline
+	if d <= 0 {
+		d = p.opts.Deadline
+	}
+	return p.with(ctx, c.Export, d, func(vm *VM) error {
+		fn, err := vm.function(c.Export)
+		if err != nil {
+			return err
+		}
+		var args []goja.Value
+		if c.Args != nil {
+			if args, err = c.Args(vm); err != nil {
+				return err
+			}
+		}
+		v, err := fn(goja.Undefined(), args...)
+		if err != nil {
+			return err
+		}
+		if v, err = vm.settle(v); err != nil {
+			return err
+		}
+		if c.Result != nil {
+			return c.Result(vm, v)
+		}
+		return nil
+	})
+}
+
+// Call is Do for the common case: call export with the pool's deadline.
+func (p *Pool) Call(ctx context.Context, export string, args func(vm *VM) ([]goja.Value, error), result func(vm *VM, v goja.Value) error) error {
+	return p.Do(ctx, Call{Export: export, Args: args, Result: result})
+}
+
+// Value hands the current value of a non-function export (config) to
+// result on a borrowed runtime.
+func (p *Pool) Value(ctx context.Context, export string, result func(vm *VM, v goja.Value) error) error {
+	return p.with(ctx, export, p.opts.Deadline, func(vm *VM) error {
+		v, err := vm.export(export)
+		if err != nil {
+			return err
+		}
+		return result(vm, v)
+	})
+}
+
+// with borrows a runtime, runs fn under the budgets and gives the runtime
+// back, or replaces it if it can no longer be trusted.
+func (p *Pool) with(ctx context.Context, export string, d time.Duration, fn func(vm *VM) error) error {
+	if err := ctx.Err(); err != nil {
+		// Checked first: a call started on a dead context would be
+		// stopped at once and cost its runtime.
+		return &CancelError{File: p.prog.filename, Export: export, Err: context.Cause(ctx)}
+	}
+	vm, err := p.get(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return &CancelError{File: p.prog.filename, Export: export, Err: err}
+		}
+		return err
+	}
+	defer p.put(vm)
+	return vm.run(ctx, export, d, func() error { return fn(vm) })
+}
+
+func (p *Pool) get(ctx context.Context) (*VM, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	var vm *VM
+	select {
+	case vm = <-p.slots:
+	default:
+		select {
+		case vm = <-p.slots:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	if p.closed.Load() {
+		p.release(vm)
+		return nil, ErrClosed
+	}
+	if vm == nil {
+		var err error
+		if vm, err = newVM(p.prog, &p.opts); err != nil {
+			p.slots <- nil
+			return nil, err
+		}
+	}
+	return vm, nil
+}
+
+func (p *Pool) put(vm *VM) {
+	if !vm.broken && !p.closed.Load() {
+		p.slots <- vm
+		return
+	}
+	vm.retire()
+	if p.closed.Load() {
+		p.slots <- nil
+		return
+	}
+	go func() {
+		fresh, err := newVM(p.prog, &p.opts)
+		if err != nil || p.closed.Load() {
+			if fresh != nil {
+				fresh.retire()
+			}
+			p.slots <- nil // the next borrower retries and reports the error
+			return
+		}
+		p.slots <- fresh
+	}()
+}
+
+// release returns a token without its runtime.
+func (p *Pool) release(vm *VM) {
+	if vm != nil {
+		vm.retire()
+	}
+	p.slots <- nil
+}
+
+// Close stops handing out runtimes; calls already running finish. Idle
+// runtimes are released at once, busy ones when their call returns.
+func (p *Pool) Close() {
+	if p.closed.Swap(true) {
+		return
+	}
+	for {
+		select {
+		case vm := <-p.slots:
+			if vm != nil {
+				vm.retire()
+			}
+		default:
+			return
+		}
+	}
+}
