@@ -74,6 +74,15 @@ type AccessDecision struct {
 type appCode struct {
 	version int
 	access  AccessFunc // nil when the version has no access.js
+	backend Backend    // nil when it has no backend.js (or none runs here)
+}
+
+// backend returns the app's compiled backend.js, or nil.
+func (app *appState) backend() Backend {
+	if app.code == nil {
+		return nil
+	}
+	return app.code.backend
 }
 
 // gate returns the access function for db, or nil when db has none.

@@ -15,6 +15,9 @@ type Actor struct {
 	// Path says how the call arrived, for the ledger: "http", "cli",
 	// "import" or the handler's name.
 	Path string
+	// Depth counts the onChange runs that led to this write: the loop
+	// guard stops delivering events past MaxEventDepth.
+	Depth int
 }
 
 func (a Actor) writer() store.Writer {

@@ -27,6 +27,14 @@ func (e *Engine) loadCode(ctx context.Context, appID int64, ref string) (*appCod
 		return nil, nil
 	}
 	c := &appCode{version: cv.Version}
+	if cv.Backend != "" && e.backends != nil {
+		if c.backend, err = e.backends.CompileBackend(BackendFile, cv.Backend); err != nil {
+			// Events stay in the outbox until a version that compiles is
+			// live: nothing is lost, nothing runs broken code.
+			e.log.Error("active backend.js does not compile", "app", ref, "version", cv.Version, "err", err)
+			c.backend = nil
+		}
+	}
 	if cv.Access == "" {
 		return c, nil
 	}
@@ -83,7 +91,13 @@ func (e *Engine) Deploy(ctx context.Context, a Actor, appRef string, accessJS, b
 		}
 	}
 	if backendJS != "" {
-		if err := e.rt.CheckBackend(BackendFile, backendJS); err != nil {
+		if e.backends != nil {
+			be, err := e.backends.CompileBackend(BackendFile, backendJS)
+			if err != nil {
+				return CodeInfo{}, err
+			}
+			be.Close()
+		} else if err := e.rt.CheckBackend(BackendFile, backendJS); err != nil {
 			return CodeInfo{}, err
 		}
 	}
@@ -92,7 +106,7 @@ func (e *Engine) Deploy(ctx context.Context, a Actor, appRef string, accessJS, b
 	if err != nil {
 		return CodeInfo{}, internal(err)
 	}
-	e.forgetApp(appRef)
+	e.codeChanged(ctx, appRef)
 	return CodeInfo{Version: v, Author: a.User, Created: now.UTC(), Active: true, HasAccess: accessJS != "", HasBackend: backendJS != ""}, nil
 }
 
@@ -152,8 +166,17 @@ func (e *Engine) Rollback(ctx context.Context, a Actor, appRef string, version i
 	if err != nil {
 		return internal(err)
 	}
-	e.forgetApp(appRef)
+	e.codeChanged(ctx, appRef)
 	return nil
+}
+
+// codeChanged drops the cached code and lets the app's runner pick up the
+// new version's handlers and schedule.
+func (e *Engine) codeChanged(ctx context.Context, appRef string) {
+	e.forgetApp(appRef)
+	if app, err := e.app(ctx, appRef); err == nil {
+		e.runner.reload(app)
+	}
 }
 
 // SetAccessTimeout changes the deadline of the app's access function.

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/errs"
@@ -26,15 +28,27 @@ type Options struct {
 	// Runtime runs app code; nil means deployed code is refused and every
 	// database follows the default rule.
 	Runtime Runtime
+	// Backends compiles backend.js; nil means handlers never run here
+	// (their events wait in the outbox).
+	Backends BackendCompiler
+	// OnDelivery, when set, is told how long each onChange event waited
+	// from its commit to the start of its run (for benchmarks).
+	OnDelivery func(wait time.Duration)
 }
 
 // Engine serves every read and write of every app on one Store.
 type Engine struct {
-	st     store.Store
-	clock  clock.Clock
-	maxDoc int
-	log    *slog.Logger
-	rt     Runtime
+	st       store.Store
+	clock    clock.Clock
+	maxDoc   int
+	log      *slog.Logger
+	rt       Runtime
+	backends BackendCompiler
+	observe  func(time.Duration)
+
+	// runner delivers events and ticks schedules once Start is called.
+	runner      *runner
+	loopStopped atomic.Int64
 
 	// apps caches resolved apps and their members: every request names an
 	// app, and reading it from the store each time would double the cost
@@ -61,7 +75,8 @@ func New(st store.Store, o Options) *Engine {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, rt: o.Runtime, apps: map[string]*appState{}}
+	return &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, rt: o.Runtime,
+		backends: o.Backends, observe: o.OnDelivery, apps: map[string]*appState{}}
 }
 
 // Store returns the engine's store.

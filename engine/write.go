@@ -134,6 +134,7 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 			}
 		}
 		w.Rev = nextRev(w.BaseRev, deleted, body)
+		w.Event = e.eventFor(a, app, head, w)
 		seq, err := e.st.Commit(ctx, w)
 		if errors.Is(err, store.ErrHeadMoved) {
 			continue
@@ -143,6 +144,9 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 		}
 		if len(w.Grants) > 0 || head != nil && head.HasGrants {
 			app.grants.clear()
+		}
+		if w.Event != nil {
+			e.runner.poke(app)
 		}
 		return WriteResult{ID: id, Rev: w.Rev, Seq: seq}, nil
 	}

@@ -29,6 +29,8 @@ type Store interface {
 	Identity
 	Documents
 	Code
+	Events
+	Logs
 	Close() error
 }
 
@@ -185,6 +187,20 @@ type Write struct {
 	// always the union over live documents; a tombstone drops them.
 	Channels []string
 	Grants   []Grant
+	// Event, when set, enqueues the write's onChange event in the same
+	// transaction (the outbox): a committed write never loses its event.
+	Event *EventSpec
+}
+
+// EventSpec describes the outbox event of a write.
+type EventSpec struct {
+	// Depth counts how many onChange writes led to this one (loop guard).
+	Depth int
+	// PrevSeq is the seq of the head the write replaced, 0 when none; the
+	// event's oldDoc is read from it.
+	PrevSeq int64
+	// NextAt is when the event may first be delivered.
+	NextAt time.Time
 }
 
 // Grant is one read permission or role given by a live document.
@@ -207,4 +223,83 @@ type Query struct {
 	Key   []byte
 	After string
 	Limit int
+}
+
+// Events is the outbox: onChange events waiting for delivery. A claimed
+// event is leased to the claimer until it is settled or the lease ends, so
+// each delivery goes to one runner at a time.
+type Events interface {
+	// ClaimEvents leases up to limit events of the app that are due
+	// (NextAt <= now), not dead and not leased, lowest seq first.
+	ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]Event, error)
+	// NextEventDue reports the earliest NextAt of the app's events that
+	// are neither dead nor leased; ok is false when there are none.
+	NextEventDue(ctx context.Context, appID int64) (at time.Time, ok bool, err error)
+	// SettleEvent records the outcome of a delivery and ends its lease.
+	// It may become durable after it returns; until then the event stays
+	// leased, so it is never handed out twice by mistake. Losing it in a
+	// crash means one more delivery: at least once.
+	SettleEvent(ctx context.Context, appID, seq int64, s Settlement) error
+	// ListEvents lists the app's events, dead or waiting, by seq.
+	ListEvents(ctx context.Context, appID int64, dead bool, afterSeq int64, limit int) ([]Event, error)
+	// ReplayEvent makes a dead event deliverable again with fresh
+	// attempts; ErrNotFound when no dead event has that seq.
+	ReplayEvent(ctx context.Context, appID, seq int64, now time.Time) error
+	// EventApps lists the apps that have events waiting.
+	EventApps(ctx context.Context) ([]int64, error)
+	// SaveTick records the latest run of the app's scheduled handler.
+	SaveTick(ctx context.Context, appID int64, t Tick) error
+	// LastTick returns the latest recorded tick, or nil.
+	LastTick(ctx context.Context, appID int64) (*Tick, error)
+}
+
+// Event is one outbox entry with the revision it announces.
+type Event struct {
+	AppID     int64
+	Seq       int64
+	Depth     int
+	Attempts  int
+	NextAt    time.Time
+	LastError string
+	Dead      bool
+	Rev       Revision
+	// Old is the revision the write replaced; nil when the document was
+	// absent or deleted before it.
+	Old *Revision
+}
+
+// Settlement is the outcome of one delivery.
+type Settlement struct {
+	Ack       bool // handled: remove the event
+	Dead      bool // out of attempts: park it
+	Attempts  int
+	NextAt    time.Time // when to try again (neither Ack nor Dead)
+	LastError string
+}
+
+// Tick is one run of an app's scheduled handler.
+type Tick struct {
+	Planned  time.Time
+	Started  time.Time
+	Duration time.Duration
+	Error    string // "" when it succeeded
+}
+
+// Logs keeps each app's handler log lines.
+type Logs interface {
+	// AppendLogs stores lines; it may return before they are durable.
+	AppendLogs(ctx context.Context, lines []LogLine) error
+	// Logs lists an app's lines with ID > after, oldest first.
+	Logs(ctx context.Context, appID int64, after int64, limit int) ([]LogLine, error)
+}
+
+// LogLine is one line of an app's log.
+type LogLine struct {
+	ID      int64
+	AppID   int64
+	Time    time.Time
+	Level   string
+	Source  string // "onChange", "scheduled", "fetch", "access" or "server"
+	Message string
+	Fields  []byte // a JSON object, or nil
 }

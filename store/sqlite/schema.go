@@ -94,6 +94,37 @@ var migrations = []string{
 		UNIQUE (app_id, seq)
 	);
 	CREATE INDEX revisions_by_doc ON revisions (app_id, db, id, seq);
+	-- events is the outbox of onChange: one row per committed write of an
+	-- app with an onChange handler, deleted when the handler acks it.
+	CREATE TABLE events (
+		app_id     INTEGER NOT NULL,
+		seq        INTEGER NOT NULL,
+		prev_seq   INTEGER NOT NULL,
+		depth      INTEGER NOT NULL,
+		attempts   INTEGER NOT NULL DEFAULT 0,
+		next_at    INTEGER NOT NULL,
+		dead       INTEGER NOT NULL DEFAULT 0,
+		last_error TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (app_id, seq)
+	) WITHOUT ROWID;
+	CREATE INDEX events_due ON events (app_id, dead, next_at);
+	CREATE TABLE ticks (
+		app_id   INTEGER PRIMARY KEY,
+		planned  INTEGER NOT NULL,
+		started  INTEGER NOT NULL,
+		duration INTEGER NOT NULL,
+		error    TEXT NOT NULL
+	);
+	CREATE TABLE logs (
+		id      INTEGER PRIMARY KEY AUTOINCREMENT,
+		app_id  INTEGER NOT NULL,
+		time    INTEGER NOT NULL,
+		level   TEXT NOT NULL,
+		source  TEXT NOT NULL,
+		message TEXT NOT NULL,
+		fields  TEXT
+	);
+	CREATE INDEX logs_by_app ON logs (app_id, id);
 	CREATE INDEX revisions_by_db ON revisions (app_id, db, seq);`,
 }
 

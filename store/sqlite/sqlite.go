@@ -36,6 +36,7 @@ type Store struct {
 
 	reads   readStmts
 	indexes sync.Map // field -> struct{}: expression indexes that exist
+	leases  leases
 }
 
 var _ store.Store = (*Store)(nil)

@@ -13,10 +13,16 @@ import (
 // transaction (and its latency) grow without limit.
 const maxBatch = 512
 
+// commitReq is one unit of the writer's queue: a document write, or an
+// op on other tables (event outcomes, logs) that rides along in the same
+// group commit instead of paying for its own fsync.
 type commitReq struct {
 	ctx  context.Context
 	w    *store.Write
-	done chan commitRes
+	op   func(tx *sql.Tx) error
+	done chan commitRes // nil for ops nobody waits for
+	// after runs once the op's transaction committed or failed.
+	after func(error)
 }
 
 type commitRes struct {
@@ -73,12 +79,13 @@ const (
 		body = excluded.body, seq = excluded.seq, time = excluded.time, channels = excluded.channels,
 		has_grants = excluded.has_grants`
 	sqlDropGrants = `DELETE FROM grants WHERE app_id = ? AND db = ? AND doc_id = ?`
+	sqlAddEvent   = `INSERT INTO events (app_id, seq, prev_seq, depth, next_at) VALUES (?, ?, ?, ?, ?)`
 	sqlAddGrant   = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel) VALUES (?, ?, ?, ?, ?, ?)`
 )
 
 func newWriter(db *sql.DB) (*writer, error) {
 	w := &writer{db: db, seqs: map[int64]int64{}, dbs: map[dbKey]bool{}, stmts: map[string]*sql.Stmt{}}
-	for _, q := range []string{sqlHead, sqlAppSeq, sqlSetSeq, sqlAddDB, sqlLedger, sqlSaveHead, sqlDropGrants, sqlAddGrant} {
+	for _, q := range []string{sqlHead, sqlAppSeq, sqlSetSeq, sqlAddDB, sqlLedger, sqlSaveHead, sqlDropGrants, sqlAddGrant, sqlAddEvent} {
 		st, err := db.Prepare(q)
 		if err != nil {
 			return nil, err
@@ -141,8 +148,24 @@ func (w *writer) commit(batch []*commitReq) {
 		results[0] = commitRes{err: err}
 	}
 	for i, req := range batch {
-		req.done <- results[i]
+		if req.after != nil {
+			req.after(results[i].err)
+		}
+		if req.done != nil {
+			req.done <- results[i]
+		}
 	}
+}
+
+// enqueue adds an op to the writer's queue without waiting for it.
+func (s *Store) enqueue(op func(tx *sql.Tx) error, after func(error)) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return errClosed
+	}
+	s.writes <- &commitReq{ctx: context.Background(), op: op, after: after}
+	return nil
 }
 
 func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
@@ -160,6 +183,12 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 	w.dirty = map[int64]bool{}
 	w.newDBs = w.newDBs[:0]
 	for i, req := range batch {
+		if req.op != nil {
+			if err = req.op(tx); err != nil {
+				return err
+			}
+			continue
+		}
 		results[i], err = w.apply(tx, req.w)
 		if err != nil {
 			return err
@@ -232,6 +261,11 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 	}
 	for _, g := range grants {
 		if _, err := tx.Stmt(w.stmts[sqlAddGrant]).Exec(wr.AppID, wr.DB, wr.ID, g.Kind, g.Principal, g.Channel); err != nil {
+			return commitRes{}, err
+		}
+	}
+	if ev := wr.Event; ev != nil {
+		if _, err := tx.Stmt(w.stmts[sqlAddEvent]).Exec(wr.AppID, seq, ev.PrevSeq, ev.Depth, ev.NextAt.UnixNano()); err != nil {
 			return commitRes{}, err
 		}
 	}

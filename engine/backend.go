@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// BackendCompiler compiles backend.js. Package backend implements it on
+// the JavaScript VM.
+type BackendCompiler interface {
+	// CompileBackend compiles source, runs its top level and checks its
+	// config. Bad code or config is an *errs.Error with code invalid that
+	// names the file, line and column, or the config field.
+	CompileBackend(filename, source string) (Backend, error)
+}
+
+// Backend is one compiled backend.js.
+type Backend interface {
+	// Config is the checked `config` export, defaults filled in.
+	Config() BackendConfig
+	// Has reports whether the module exports the handler ("onChange",
+	// "scheduled", "fetch").
+	Has(handler string) bool
+	// OnChange runs onChange for one event. It returns when the handler's
+	// promise settles: nil acks the event; an error redelivers it. The
+	// run is stopped at Config().OnChange.Timeout.
+	OnChange(ctx context.Context, ev ChangeEvent, hc HandlerContext) error
+	// Scheduled runs one tick of the scheduled handler.
+	Scheduled(ctx context.Context, ev TickEvent, hc HandlerContext) error
+	// Close releases the runtimes.
+	Close()
+}
+
+// BackendConfig is backend.js's `config` export.
+type BackendConfig struct {
+	Scheduled struct {
+		// Interval between ticks; 0 when the app has no scheduled config.
+		Interval time.Duration
+	}
+	OnChange struct {
+		Concurrency int           // batches run at once; default 4
+		Timeout     time.Duration // run limit of one event; default 15 min
+		MaxAttempts int           // deliveries before an event is dead; default 10
+	}
+}
+
+// Defaults of BackendConfig.
+const (
+	DefaultConcurrency   = 4
+	DefaultRunTimeout    = 15 * time.Minute
+	DefaultMaxAttempts   = 10
+	MinScheduledInterval = time.Second
+	MaxScheduledInterval = 24 * time.Hour
+)
+
+// ChangeEvent is onChange's event (DESIGN §4). Doc and OldDoc are JSON
+// with _id and _rev as committed; OldDoc is nil when the document was
+// absent or deleted; for a delete Doc is the tombstone (_deleted: true).
+type ChangeEvent struct {
+	DB      string          `json:"dbName"`
+	DocID   string          `json:"docId"`
+	Doc     json.RawMessage `json:"doc"`
+	OldDoc  json.RawMessage `json:"oldDoc"`
+	Seq     int64           `json:"seq"`
+	Deleted bool            `json:"deleted"`
+	Attempt int             `json:"attempt"`
+}
+
+// TickEvent is scheduled's event: the planned time of the tick.
+type TickEvent struct {
+	ScheduledTime int64 `json:"scheduledTime"` // epoch milliseconds
+}
+
+// HandlerContext is what a running handler may do: ctx.db, ctx.log and
+// ctx.app. Its writes pass through access.js as the handler they come
+// from; its reads see every document of the app.
+type HandlerContext interface {
+	App() (owner, name string)
+	Put(ctx context.Context, db, id string, doc json.RawMessage, o PutOptions) (WriteResult, error)
+	// Get returns nil (no error) when the document is absent or deleted.
+	Get(ctx context.Context, db, id string) (json.RawMessage, error)
+	Delete(ctx context.Context, db, id, ifRev string) (WriteResult, error)
+	Query(ctx context.Context, db, field string, key json.RawMessage, limit int, after string) (Page, error)
+	// Log stores a line in the app's log. Fields is a JSON object or nil.
+	Log(level, message string, fields json.RawMessage)
+	// Secret returns a secret of the app, "" and false when unset.
+	Secret(name string) (string, bool)
+}

@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/store"
+)
+
+// EventInfo is an outbox event as the API shows it.
+type EventInfo struct {
+	Seq       int64           `json:"seq"`
+	DB        string          `json:"db"`
+	DocID     string          `json:"docId"`
+	Rev       string          `json:"rev"`
+	Deleted   bool            `json:"deleted,omitempty"`
+	Depth     int             `json:"depth"`
+	Attempts  int             `json:"attempts"`
+	NextAt    time.Time       `json:"nextAt"`
+	Dead      bool            `json:"dead"`
+	LastError string          `json:"lastError,omitempty"`
+	Doc       json.RawMessage `json:"doc"`
+}
+
+// Events lists the app's waiting events, or its dead ones.
+func (e *Engine) Events(ctx context.Context, a Actor, appRef string, dead bool, after int64, limit int) ([]EventInfo, error) {
+	app, err := e.app(ctx, appRef)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.mayAdmin(a, app); err != nil {
+		return nil, err
+	}
+	if limit, err = pageLimit(limit); err != nil {
+		return nil, err
+	}
+	evs, err := e.st.ListEvents(ctx, app.ID, dead, after, limit)
+	if err != nil {
+		return nil, internal(err)
+	}
+	out := make([]EventInfo, len(evs))
+	for i, ev := range evs {
+		r := ev.Rev
+		out[i] = EventInfo{Seq: ev.Seq, DB: r.DB, DocID: r.ID, Rev: r.Rev, Deleted: r.Deleted, Depth: ev.Depth,
+			Attempts: ev.Attempts, NextAt: ev.NextAt.UTC(), Dead: ev.Dead, LastError: ev.LastError,
+			Doc: DocJSON(r.ID, r.Rev, r.Deleted, r.Body)}
+	}
+	return out, nil
+}
+
+// ReplayEvent delivers a dead event again, with fresh attempts: the
+// original event, as it was committed.
+func (e *Engine) ReplayEvent(ctx context.Context, a Actor, appRef string, seq int64) error {
+	app, err := e.app(ctx, appRef)
+	if err != nil {
+		return err
+	}
+	if err := e.mayAdmin(a, app); err != nil {
+		return err
+	}
+	err = e.st.ReplayEvent(ctx, app.ID, seq, e.clock.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return errs.New(errs.NotFound, "app %s has no dead event with seq %d; list them with `handoff events --app %s --dead`", appRef, seq, appRef)
+	}
+	if err != nil {
+		return internal(err)
+	}
+	e.runner.poke(app)
+	return nil
+}
+
+// ScheduleInfo is the state of an app's scheduled handler.
+type ScheduleInfo struct {
+	Interval  string     `json:"interval,omitempty"`
+	Running   bool       `json:"running"`
+	LastRun   *time.Time `json:"lastRun,omitempty"`
+	Planned   *time.Time `json:"planned,omitempty"`
+	Duration  string     `json:"duration,omitempty"`
+	LastError string     `json:"lastError,omitempty"`
+	// LoopStopped counts writes whose onChange the loop guard held back,
+	// server-wide since start.
+	LoopStopped int64 `json:"loopStopped"`
+}
+
+// Schedule reports the app's scheduled handler: its interval, last run
+// and last error.
+func (e *Engine) Schedule(ctx context.Context, a Actor, appRef string) (ScheduleInfo, error) {
+	app, err := e.app(ctx, appRef)
+	if err != nil {
+		return ScheduleInfo{}, err
+	}
+	if err := e.mayAdmin(a, app); err != nil {
+		return ScheduleInfo{}, err
+	}
+	info := ScheduleInfo{LoopStopped: e.loopStopped.Load()}
+	if be := app.backend(); be != nil && be.Has("scheduled") {
+		info.Interval = be.Config().Scheduled.Interval.String()
+	}
+	t, err := e.st.LastTick(ctx, app.ID)
+	if err != nil {
+		return ScheduleInfo{}, internal(err)
+	}
+	if e.runner != nil {
+		e.runner.mu.Lock()
+		ar := e.runner.apps[app.ID]
+		e.runner.mu.Unlock()
+		if ar != nil {
+			ar.mu.Lock()
+			info.Running = ar.tick.running
+			ar.mu.Unlock()
+		}
+	}
+	if t != nil {
+		started, planned := t.Started.UTC(), t.Planned.UTC()
+		info.LastRun, info.Planned = &started, &planned
+		info.Duration = t.Duration.String()
+		info.LastError = t.Error
+	}
+	return info, nil
+}

@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/handoff-run/handoff/store"
+)
+
+// schedule runs the app's scheduled handler once per interval (DESIGN §4).
+// Ticks fall on multiples of the interval, run one at a time, and a tick
+// that overruns skips the ticks it missed instead of piling them up.
+func (ar *appRunner) schedule() {
+	e, ctx := ar.r.e, ar.r.ctx
+	for {
+		app, be, err := ar.current()
+		var interval time.Duration
+		if err == nil && be != nil && be.Has("scheduled") {
+			interval = be.Config().Scheduled.Interval
+		}
+		if interval <= 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ar.reload:
+				continue
+			}
+		}
+		now := e.clock.Now()
+		planned := now.Truncate(interval).Add(interval)
+		fire := make(chan struct{}, 1)
+		t := e.clock.AfterFunc(planned.Sub(now), func() { signal(fire) })
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-ar.reload:
+			t.Stop()
+			continue
+		case <-fire:
+		}
+		// The code may have changed while waiting: tick with what is live.
+		if app, be, err = ar.current(); err != nil || be == nil || !be.Has("scheduled") {
+			continue
+		}
+		ar.runTick(app, be, planned)
+	}
+}
+
+func (ar *appRunner) runTick(app *appState, be Backend, planned time.Time) {
+	e, ctx := ar.r.e, ar.r.ctx
+	ar.mu.Lock()
+	ar.tick.running = true
+	ar.mu.Unlock()
+	started := e.clock.Now()
+	// scheduled acts as the app's owner.
+	hc := &handlerCtx{e: e, app: app, actor: Actor{User: app.Owner, Handler: "scheduled"}}
+	err := be.Scheduled(ctx, TickEvent{ScheduledTime: planned.UnixMilli()}, hc)
+	t := store.Tick{Planned: planned, Started: started, Duration: e.clock.Now().Sub(started)}
+	if err != nil {
+		t.Error = err.Error()
+		if ctx.Err() == nil {
+			e.appLog(app, "scheduled", "error", "scheduled tick failed: "+err.Error(), fieldsJSON("scheduledTime", planned.UnixMilli()))
+		}
+	}
+	ar.mu.Lock()
+	ar.tick = tickStatus{last: &t}
+	ar.mu.Unlock()
+	if err := e.st.SaveTick(ctx, ar.id, t); err != nil && ctx.Err() == nil {
+		e.log.Error("recording a scheduled tick", "app", ar.ref, "err", err)
+	}
+}

@@ -1,0 +1,216 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/handoff-run/handoff/store"
+)
+
+// One process owns a SQLite file, so event leases live in memory: a claim
+// costs a read, not a durable write, which keeps commit → onChange fast.
+// After a crash there are no leases, and every unsettled event is due
+// again: at least once.
+type leases struct {
+	mu   sync.Mutex
+	apps map[int64]map[int64]time.Time // app -> seq -> leased until
+}
+
+func (l *leases) held(app int64) map[int64]time.Time {
+	if l.apps == nil {
+		l.apps = map[int64]map[int64]time.Time{}
+	}
+	m := l.apps[app]
+	if m == nil {
+		m = map[int64]time.Time{}
+		l.apps[app] = m
+	}
+	return m
+}
+
+func (l *leases) release(app, seq int64) {
+	l.mu.Lock()
+	delete(l.held(app), seq)
+	l.mu.Unlock()
+}
+
+const eventCols = `e.seq, e.depth, e.attempts, e.next_at, e.dead, e.last_error,
+	r.db, r.id, r.rev, r.deleted, r.body, r.time, r.user, r.device, r.handler, r.path, r.channels,
+	o.seq, o.rev, o.deleted, o.body`
+
+const eventFrom = ` FROM events e
+	JOIN revisions r ON r.app_id = e.app_id AND r.seq = e.seq
+	LEFT JOIN revisions o ON o.app_id = e.app_id AND o.seq = e.prev_seq AND e.prev_seq > 0`
+
+func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	held := s.leases.held(appID)
+	for seq, until := range held {
+		if !until.After(now) {
+			delete(held, seq)
+		}
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+eventCols+eventFrom+`
+		WHERE e.app_id = ? AND e.dead = 0 AND e.next_at <= ? ORDER BY e.seq LIMIT ?`,
+		appID, now.UnixNano(), limit+len(held))
+	if err != nil {
+		return nil, err
+	}
+	all, err := scanEvents(appID, rows)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, ev := range all {
+		if len(out) == limit {
+			break
+		}
+		if _, busy := held[ev.Seq]; busy {
+			continue
+		}
+		held[ev.Seq] = now.Add(lease)
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool, error) {
+	s.leases.mu.Lock()
+	held := s.leases.held(appID)
+	n := len(held)
+	s.leases.mu.Unlock()
+	// Skip past leased events: they are someone's work already.
+	rows, err := s.rdb.QueryContext(ctx, `SELECT seq, next_at FROM events WHERE app_id = ? AND dead = 0 ORDER BY next_at LIMIT ?`, appID, n+1)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq, at int64
+		if err := rows.Scan(&seq, &at); err != nil {
+			return time.Time{}, false, err
+		}
+		s.leases.mu.Lock()
+		_, busy := s.leases.held(appID)[seq]
+		s.leases.mu.Unlock()
+		if !busy {
+			return time.Unix(0, at), true, nil
+		}
+	}
+	return time.Time{}, false, rows.Err()
+}
+
+func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Settlement) error {
+	var op func(tx *sql.Tx) error
+	switch {
+	case st.Ack:
+		op = func(tx *sql.Tx) error {
+			_, err := tx.Exec(`DELETE FROM events WHERE app_id = ? AND seq = ?`, appID, seq)
+			return err
+		}
+	default:
+		op = func(tx *sql.Tx) error {
+			_, err := tx.Exec(`UPDATE events SET attempts = ?, next_at = ?, dead = ?, last_error = ? WHERE app_id = ? AND seq = ?`,
+				st.Attempts, st.NextAt.UnixNano(), st.Dead, st.LastError, appID, seq)
+			return err
+		}
+	}
+	// The lease ends once the outcome is in the database, so the event is
+	// never claimed again in between.
+	return s.enqueue(op, func(error) { s.leases.release(appID, seq) })
+}
+
+func (s *Store) ListEvents(ctx context.Context, appID int64, dead bool, afterSeq int64, limit int) ([]store.Event, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+eventCols+eventFrom+`
+		WHERE e.app_id = ? AND e.dead = ? AND e.seq > ? ORDER BY e.seq LIMIT ?`, appID, dead, afterSeq, limit)
+	if err != nil {
+		return nil, err
+	}
+	return scanEvents(appID, rows)
+}
+
+func (s *Store) ReplayEvent(ctx context.Context, appID, seq int64, now time.Time) error {
+	res, err := s.wdb.ExecContext(ctx, `UPDATE events SET dead = 0, attempts = 0, next_at = ?, last_error = '' WHERE app_id = ? AND seq = ? AND dead = 1`,
+		now.UnixNano(), appID, seq)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("dead event %d: %w", seq, store.ErrNotFound)
+	}
+	return nil
+}
+
+func (s *Store) EventApps(ctx context.Context) ([]int64, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT DISTINCT app_id FROM events WHERE dead = 0`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) SaveTick(ctx context.Context, appID int64, t store.Tick) error {
+	_, err := s.wdb.ExecContext(ctx, `INSERT INTO ticks (app_id, planned, started, duration, error) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (app_id) DO UPDATE SET planned = excluded.planned, started = excluded.started,
+		duration = excluded.duration, error = excluded.error`,
+		appID, t.Planned.UnixNano(), t.Started.UnixNano(), int64(t.Duration), t.Error)
+	return err
+}
+
+func (s *Store) LastTick(ctx context.Context, appID int64) (*store.Tick, error) {
+	var t store.Tick
+	var planned, started, dur int64
+	err := s.rdb.QueryRowContext(ctx, `SELECT planned, started, duration, error FROM ticks WHERE app_id = ?`, appID).
+		Scan(&planned, &started, &dur, &t.Error)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.Planned, t.Started, t.Duration = time.Unix(0, planned), time.Unix(0, started), time.Duration(dur)
+	return &t, nil
+}
+
+func scanEvents(appID int64, rows *sql.Rows) ([]store.Event, error) {
+	defer rows.Close()
+	var out []store.Event
+	for rows.Next() {
+		ev := store.Event{AppID: appID}
+		var next, t int64
+		var body, ch sql.NullString
+		var oSeq sql.NullInt64
+		var oRev, oBody sql.NullString
+		var oDeleted sql.NullBool
+		r := &ev.Rev
+		if err := rows.Scan(&ev.Seq, &ev.Depth, &ev.Attempts, &next, &ev.Dead, &ev.LastError,
+			&r.DB, &r.ID, &r.Rev, &r.Deleted, &body, &t, &r.Writer.User, &r.Writer.Device, &r.Writer.Handler, &r.Path, &ch,
+			&oSeq, &oRev, &oDeleted, &oBody); err != nil {
+			return nil, err
+		}
+		ev.NextAt = time.Unix(0, next)
+		r.Seq, r.Time, r.Channels = ev.Seq, time.Unix(0, t), parseChannels(ch)
+		if body.Valid {
+			r.Body = []byte(body.String)
+		}
+		if oSeq.Valid && !oDeleted.Bool {
+			ev.Old = &store.Revision{Doc: store.Doc{DB: r.DB, ID: r.ID, Rev: oRev.String, Seq: oSeq.Int64, Body: []byte(oBody.String)}}
+		}
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}
