@@ -128,14 +128,18 @@ func limitParam(r *http.Request) (int, error) {
 }
 
 // sinceParam is the sequence a changes page starts after.
-func sinceParam(r *http.Request) (int64, error) {
-	v := r.URL.Query().Get("since")
+func sinceParam(r *http.Request) (int64, error) { return sinceParamNamed(r, "since") }
+
+// sinceParamNamed parses a position to resume after (a sequence or a log
+// line id); absent is 0.
+func sinceParamNamed(r *http.Request, name string) (int64, error) {
+	v := r.URL.Query().Get(name)
 	if v == "" {
 		return 0, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return 0, errs.New(errs.Invalid, "since=%q is not a sequence number; pass 0, or the \"last\" value of an earlier page", v)
+		return 0, errs.New(errs.Invalid, "%s=%q is not a position; pass 0, or a value from an earlier page", name, v)
 	}
 	return n, nil
 }

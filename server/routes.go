@@ -28,6 +28,10 @@ func (s *Server) routes() {
 	s.api("GET /v1/apps/{owner}/{app}/code", s.codeVersions)
 	s.api("POST /v1/apps/{owner}/{app}/code/{version}/activate", s.activate)
 	s.api("PUT /v1/apps/{owner}/{app}/settings", s.settings)
+	s.api("GET /v1/apps/{owner}/{app}/logs", s.logs)
+	s.api("GET /v1/apps/{owner}/{app}/events", s.events)
+	s.api("POST /v1/apps/{owner}/{app}/events/{seq}/replay", s.replay)
+	s.api("GET /v1/apps/{owner}/{app}/schedule", s.schedule)
 
 	const db = "/v1/apps/{owner}/{app}/dbs/{db}"
 	s.api("GET "+db+"/docs", s.scan)

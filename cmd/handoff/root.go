@@ -87,7 +87,8 @@ Exit codes: 0 ok, 1 other error, 2 usage, 3 conflict,
 	pf.StringVar(&c.token, "token", "", "bearer token (default $HANDOFF_TOKEN)")
 	c.root = root
 
-	root.AddCommand(c.serveCmd(), c.userCmd(), c.whoamiCmd(), c.appCmd(), c.dbCmd(), c.deployCmd())
+	root.AddCommand(c.serveCmd(), c.userCmd(), c.whoamiCmd(), c.appCmd(), c.dbCmd(), c.deployCmd(),
+		c.logsCmd(), c.eventsCmd())
 	return root
 }
 
