@@ -39,7 +39,9 @@ func (c stopCause) Error() string {
 // thrown value — happens inside fn or before end, so no user code ever
 // runs unguarded. The returned error is already in the package's terms.
 func (vm *VM) run(ctx context.Context, export string, d time.Duration, fn func() error) error {
-	vm.begin(ctx, d)
+	// Loading the module (export "") always runs on real time: a top-level
+	// loop must not wait for a virtual clock that nobody advances.
+	vm.begin(ctx, d, export == "")
 	err := vm.protect(fn)
 	err = vm.userError(err, export)
 	cause := vm.end()
@@ -53,7 +55,7 @@ func (vm *VM) run(ctx context.Context, export string, d time.Duration, fn func()
 }
 
 // begin arms the budgets for a new call generation.
-func (vm *VM) begin(ctx context.Context, d time.Duration) {
+func (vm *VM) begin(ctx context.Context, d time.Duration, realTime bool) {
 	vm.mu.Lock()
 	vm.gen++
 	g := vm.gen
@@ -65,7 +67,7 @@ func (vm *VM) begin(ctx context.Context, d time.Duration) {
 	// A stray Interrupt can only come from a call we already threw away,
 	// but clearing costs nothing and keeps a reused runtime honest.
 	vm.ClearInterrupt()
-	if af := vm.opts.AfterFunc; af != nil {
+	if af := vm.opts.AfterFunc; af != nil && !realTime {
 		vm.stopAF = af(d, func() { vm.stop(g, causeDeadline) })
 	} else {
 		vm.timer.Reset(d)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/handoff-run/handoff/access"
+	"github.com/handoff-run/handoff/backend"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/server"
@@ -95,7 +96,11 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 		}
 	}()
 
-	eng := engine.New(st, engine.Options{Logger: log, Runtime: access.New(access.Options{})})
+	eng := engine.New(st, engine.Options{
+		Logger:   log,
+		Runtime:  access.New(access.Options{}),
+		Backends: backend.New(backend.Options{Logger: log}),
+	})
 	envToken := c.getenv("HANDOFF_ADMIN_TOKEN")
 	token, err := eng.Bootstrap(ctx, envToken)
 	if err != nil {
@@ -119,6 +124,11 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 			return err
 		}
 	}
+
+	if err := eng.Start(ctx); err != nil {
+		return err
+	}
+	defer eng.Close()
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {

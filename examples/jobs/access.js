@@ -1,8 +1,9 @@
 // The transition table of the job pattern.
 //
 //   pending ──claim──▶ running ──finish──▶ done
-//      ▲                  │ │
-//      └──lease expired───┘ └──out of attempts──▶ failed
+//      ▲                  │ │ └─┐ note an error (same claim)
+//      └──lease expired───┘ │ ◀─┘
+//                           └──lease expired, out of attempts──▶ failed
 //
 // Anyone signed in may queue a job. Only the server's own handlers move
 // it after that: onChange claims and finishes, the scheduled sweep takes
@@ -23,6 +24,13 @@ const edges = {
     if (typeof job.claimId !== "string" || job.claimId === "" || job.claimId === was.claimId)
       refuse("a claim needs a new claimId");
     if (!(job.leaseUntil > Date.now())) refuse("a claim needs a lease in the future");
+  },
+  "running->running"(job, was, ctx) {
+    // A run may note its progress or error; the claim itself stays put.
+    ctx.requireBackend("onChange");
+    if (job.claimId !== was.claimId) refuse("this run no longer holds the job (stale claimId)");
+    if (job.attempts !== was.attempts || job.leaseUntil !== was.leaseUntil)
+      refuse("a running job keeps its attempts and lease");
   },
   "running->done"(job, was, ctx) {
     ctx.requireBackend("onChange");

@@ -1,0 +1,205 @@
+// Package backend runs backend.js, the app's server-side handlers, on the
+// JavaScript VM (DESIGN §4). It implements engine.BackendCompiler: the
+// engine decides when an event is delivered or a tick is due and what a
+// handler's writes may do (engine.HandlerContext); this package only turns
+// that into a call of the user's onChange or scheduled, with the ctx,
+// console and timers that code expects, and reports how the call ended.
+//
+// The files follow the life of a call:
+//
+//   - backend.go: compiling a module into a Backend with its pools.
+//   - config.go: reading and checking the `config` export.
+//   - handlers.go: OnChange and Scheduled, and what their errors say.
+//   - runtime.go: the Go-side state of each runtime and of its current call.
+//   - ctx.go, dberror.go: the handler's ctx (db, log, app, secrets) and the
+//     Errors its db methods reject with.
+//   - timers.go, console.go: the globals setTimeout/clearTimeout and console.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dop251/goja"
+
+	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/jsvm"
+)
+
+// Options configure a Compiler. The zero value runs on real time.
+type Options struct {
+	// Now is the server clock: Date.now() and new Date() read it.
+	// Default time.Now.
+	Now func() time.Time
+
+	// AfterFunc makes the server clock's timers. It arms the run limit of
+	// every call and every setTimeout, so a virtual clock can play a
+	// 15-minute limit or a 30 s wait in no real time. It must call f once
+	// after d unless stop is called first; stop reports whether it
+	// prevented f. Nil means real time.
+	AfterFunc func(d time.Duration, f func()) (stop func() bool)
+
+	// Setup installs extra globals in each new runtime, after handoff's
+	// own and before the module runs. Tests use it for stand-ins of user
+	// work (a global resize, say).
+	Setup func(vm *jsvm.VM) error
+
+	// Logger receives what has no handler call to go to: console output
+	// while the module loads, and deploy-time warnings. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Compiler compiles backend.js into Backends.
+type Compiler struct{ o Options }
+
+var _ engine.BackendCompiler = (*Compiler)(nil)
+
+// New returns a Compiler.
+func New(o Options) *Compiler {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Compiler{o: o}
+}
+
+// handlerNames are the exports handoff calls. fetch is recognised (Has)
+// so the engine can route webhooks to it; it is not run by this package.
+var handlerNames = []string{"onChange", "scheduled", "fetch"}
+
+// Backend is one compiled backend.js. It owns two pools of runtimes: one
+// of config.onChange.concurrency runtimes for onChange, and one runtime
+// for scheduled, which also read the config at deploy. Keeping scheduled
+// apart means a tick never waits behind a burst of events, and the
+// runtime that was loaded to read the config is kept rather than thrown
+// away, so a deploy loads the module exactly concurrency+1 times.
+type Backend struct {
+	c        *Compiler
+	file     string
+	cfg      engine.BackendConfig
+	handlers []string   // exported handler functions, of handlerNames
+	tick     *jsvm.Pool // 1 runtime: config, scheduled
+	change   *jsvm.Pool // Concurrency runtimes: onChange; nil without onChange
+}
+
+var _ engine.Backend = (*Backend)(nil)
+
+// configDeadline bounds reading the config and the handler exports at
+// deploy: plain property reads, unless a getter misbehaves.
+const configDeadline = time.Second
+
+// CompileBackend compiles source, loads it, and checks its config and
+// exports. Everything the user can get wrong is an *errs.Error with code
+// invalid that names the file and the line and column or the field.
+func (c *Compiler) CompileBackend(filename, source string) (engine.Backend, error) {
+	prog, err := jsvm.Compile(filename, source)
+	if err != nil {
+		return nil, codeError(err)
+	}
+	b := &Backend{c: c, file: filename}
+	b.tick, err = jsvm.NewPool(prog, b.poolOptions(1, configDeadline))
+	if err != nil {
+		return nil, codeError(err)
+	}
+	if err := b.inspect(); err != nil {
+		b.tick.Close()
+		return nil, err
+	}
+	if b.Has("onChange") {
+		b.change, err = jsvm.NewPool(prog, b.poolOptions(b.cfg.OnChange.Concurrency, b.cfg.OnChange.Timeout))
+		if err != nil {
+			b.tick.Close()
+			return nil, codeError(err)
+		}
+	}
+	return b, nil
+}
+
+func (b *Backend) poolOptions(size int, deadline time.Duration) jsvm.Options {
+	return jsvm.Options{
+		Size:      size,
+		Deadline:  deadline,
+		Now:       b.c.o.Now,
+		AfterFunc: b.c.o.AfterFunc,
+		Setup:     b.setup,
+	}
+}
+
+// inspect reads the config and checks the handler exports on the tick
+// pool's runtime.
+func (b *Backend) inspect() error {
+	ctx := context.Background()
+	cfg, err := b.readConfig(ctx)
+	if err != nil {
+		return err
+	}
+	b.cfg = cfg
+	for _, name := range b.tick.Exports() {
+		if err := b.checkExport(ctx, name); err != nil {
+			return err
+		}
+	}
+	if b.Has("scheduled") && cfg.Scheduled.Interval == 0 {
+		return errs.New(errs.Invalid, `%s exports scheduled but has no config.scheduled.interval: scheduled needs config.scheduled.interval, e.g. "30s" (export const config = {scheduled: {interval: "30s"}})`, b.file)
+	}
+	if !b.Has("scheduled") && cfg.Scheduled.Interval != 0 {
+		b.c.o.Logger.Warn("config.scheduled.interval is set but no scheduled function is exported, so nothing will tick", "file", b.file)
+	}
+	return nil
+}
+
+// checkExport records handler exports and refuses those that cannot be
+// called, or whose name is a near miss of a handler's (onchange), which
+// would otherwise deploy fine and never run.
+func (b *Backend) checkExport(ctx context.Context, name string) error {
+	if !slices.Contains(handlerNames, name) {
+		for _, h := range handlerNames {
+			if strings.EqualFold(name, h) {
+				return errs.New(errs.Invalid, "%s exports %s, which handoff never calls; did you mean %s?", b.file, name, h)
+			}
+		}
+		return nil
+	}
+	return b.tick.Value(ctx, name, func(vm *jsvm.VM, v goja.Value) error {
+		if _, ok := goja.AssertFunction(v); !ok {
+			return errs.New(errs.Invalid, "%s: export %s is %s, not a function; export one, e.g. export async function %s(event, ctx) { ... }", b.file, name, describe(v), name)
+		}
+		b.handlers = append(b.handlers, name)
+		return nil
+	})
+}
+
+// codeError turns a module that does not compile or load into the deploy
+// refusal. jsvm's errors already name the file, line and column.
+func codeError(err error) error {
+	var ce *jsvm.CompileError
+	var je *jsvm.JSError
+	var le *jsvm.LimitError
+	if errors.As(err, &ce) || errors.As(err, &je) || errors.As(err, &le) {
+		return errs.New(errs.Invalid, "%v; fix the code and deploy again", err)
+	}
+	return fmt.Errorf("loading backend.js: %w", err)
+}
+
+// Config is the checked config export, defaults filled in.
+func (b *Backend) Config() engine.BackendConfig { return b.cfg }
+
+// Has reports whether the module exports handler as a function.
+func (b *Backend) Has(handler string) bool { return slices.Contains(b.handlers, handler) }
+
+// Close releases the runtimes; calls still running finish first.
+func (b *Backend) Close() {
+	b.tick.Close()
+	if b.change != nil {
+		b.change.Close()
+	}
+}

@@ -1,0 +1,235 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dop251/goja"
+
+	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/jsvm"
+)
+
+// The config export is read from the loaded module rather than parsed out
+// of the source, so a computed config works; it is walked as JS values
+// rather than through JSON, so a function or undefined in the wrong place
+// is reported instead of silently dropped. Every mistake is refused at
+// deploy: a typo in a limit must not surface as a surprise in production.
+
+// Bounds of the onChange settings.
+const (
+	maxConcurrency = 64
+	minRunTimeout  = time.Second
+	maxRunTimeout  = time.Hour
+	maxMaxAttempts = 100
+)
+
+// durationText is "<n>s|m|h", the one duration syntax of config.
+var durationText = regexp.MustCompile(`^([0-9]+)(s|m|h)$`)
+
+var durationUnits = map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}
+
+// readConfig reads the config export, or returns the defaults without one.
+func (b *Backend) readConfig(ctx context.Context) (engine.BackendConfig, error) {
+	var cfg engine.BackendConfig
+	cfg.OnChange.Concurrency = engine.DefaultConcurrency
+	cfg.OnChange.Timeout = engine.DefaultRunTimeout
+	cfg.OnChange.MaxAttempts = engine.DefaultMaxAttempts
+	err := b.tick.Value(ctx, "config", func(vm *jsvm.VM, v goja.Value) error {
+		r := configReader{file: b.file}
+		return r.read(v, &cfg)
+	})
+	if errors.Is(err, jsvm.ErrNoExport) {
+		return cfg, nil
+	}
+	var ee *errs.Error
+	if err != nil && !errors.As(err, &ee) {
+		// A getter that threw or never returned.
+		return cfg, errs.New(errs.Invalid, "%s: reading config failed: %v; export a plain object", b.file, err)
+	}
+	return cfg, err
+}
+
+type configReader struct{ file string }
+
+func (r configReader) fail(field, format string, args ...any) error {
+	return errs.New(errs.Invalid, "%s: config%s %s", r.file, field, fmt.Sprintf(format, args...))
+}
+
+func (r configReader) read(v goja.Value, cfg *engine.BackendConfig) error {
+	if goja.IsUndefined(v) {
+		return nil
+	}
+	top, err := r.object(v, "", `export const config = {scheduled: {interval: "30s"}}`)
+	if err != nil {
+		return err
+	}
+	for _, key := range top.Keys() {
+		val := top.Get(key)
+		switch key {
+		case "scheduled":
+			err = r.scheduled(val, cfg)
+		case "onChange":
+			err = r.onChange(val, cfg)
+		default:
+			err = r.fail("."+key, "is not a setting; config has scheduled and onChange")
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r configReader) scheduled(v goja.Value, cfg *engine.BackendConfig) error {
+	if goja.IsUndefined(v) {
+		return nil
+	}
+	o, err := r.object(v, ".scheduled", `scheduled: {interval: "30s"}`)
+	if err != nil {
+		return err
+	}
+	for _, key := range o.Keys() {
+		val := o.Get(key)
+		switch key {
+		case "interval":
+			if goja.IsUndefined(val) {
+				continue
+			}
+			d, ok := parseDuration(val)
+			if !ok {
+				return r.fail(".scheduled.interval", `is %s; write a whole number and s, m or h, from "1s" to "24h", e.g. interval: "30s"`, describe(val))
+			}
+			if d < engine.MinScheduledInterval || d > engine.MaxScheduledInterval {
+				return r.fail(".scheduled.interval", `is %s, outside 1s to 24h; write an interval in that range, e.g. interval: "30s"`, describe(val))
+			}
+			cfg.Scheduled.Interval = d
+		default:
+			return r.fail(".scheduled."+key, "is not a setting; scheduled has only interval")
+		}
+	}
+	return nil
+}
+
+func (r configReader) onChange(v goja.Value, cfg *engine.BackendConfig) error {
+	if goja.IsUndefined(v) {
+		return nil
+	}
+	o, err := r.object(v, ".onChange", `onChange: {concurrency: 4, timeout: "15m", maxAttempts: 10}`)
+	if err != nil {
+		return err
+	}
+	for _, key := range o.Keys() {
+		val := o.Get(key)
+		if goja.IsUndefined(val) {
+			continue
+		}
+		field := ".onChange." + key
+		switch key {
+		case "concurrency":
+			n, ok := integer(val)
+			if !ok || n < 1 || n > maxConcurrency {
+				return r.fail(field, "is %s; write a whole number from 1 to %d, e.g. concurrency: %d (1 runs events strictly in commit order)", describe(val), maxConcurrency, engine.DefaultConcurrency)
+			}
+			cfg.OnChange.Concurrency = n
+		case "timeout":
+			d, ok := parseDuration(val)
+			if !ok && goja.IsNumber(val) {
+				if ms := val.ToFloat(); !math.IsNaN(ms) && !math.IsInf(ms, 0) && ms >= 0 && ms <= float64(maxRunTimeout/time.Millisecond) {
+					d, ok = time.Duration(ms*float64(time.Millisecond)), true
+				}
+			}
+			if !ok || d < minRunTimeout || d > maxRunTimeout {
+				return r.fail(field, `is %s; write a duration from 1s to 1h such as "15m" or "30s", or a number of milliseconds`, describe(val))
+			}
+			cfg.OnChange.Timeout = d
+		case "maxAttempts":
+			n, ok := integer(val)
+			if !ok || n < 1 || n > maxMaxAttempts {
+				return r.fail(field, "is %s; write a whole number from 1 to %d, e.g. maxAttempts: %d", describe(val), maxMaxAttempts, engine.DefaultMaxAttempts)
+			}
+			cfg.OnChange.MaxAttempts = n
+		default:
+			return r.fail(field, "is not a setting; onChange has concurrency, timeout and maxAttempts")
+		}
+	}
+	return nil
+}
+
+// object wants a plain object (not an array or a function) at field.
+func (r configReader) object(v goja.Value, field, example string) (*goja.Object, error) {
+	o, ok := v.(*goja.Object)
+	if !ok || o.ClassName() != "Object" {
+		return nil, r.fail(field, "is %s; write an object, e.g. %s", describe(v), example)
+	}
+	return o, nil
+}
+
+// parseDuration reads "<n>s|m|h". It refuses what would overflow rather
+// than wrapping around into a valid-looking value.
+func parseDuration(v goja.Value) (time.Duration, bool) {
+	if !goja.IsString(v) {
+		return 0, false
+	}
+	m := durationText.FindStringSubmatch(v.String())
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	unit := durationUnits[m[2]]
+	if err != nil || n > int64(math.MaxInt64/unit) {
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
+}
+
+// integer reads a JS number that is a whole number within int range.
+func integer(v goja.Value) (int, bool) {
+	if !goja.IsNumber(v) {
+		return 0, false
+	}
+	f := v.ToFloat()
+	if f != math.Trunc(f) || math.IsInf(f, 0) || math.Abs(f) > 1<<31 {
+		return 0, false
+	}
+	return int(f), true
+}
+
+// describe renders a JS value for a message: the value itself when it is
+// short and simple, else its kind.
+func describe(v goja.Value) string {
+	switch {
+	case v == nil || goja.IsUndefined(v):
+		return "undefined"
+	case goja.IsNull(v):
+		return "null"
+	case goja.IsString(v):
+		s := v.String()
+		if len(s) > 40 {
+			s = s[:40] + "..."
+		}
+		return strconv.Quote(s)
+	case goja.IsNumber(v), goja.IsBigInt(v):
+		return v.String()
+	}
+	if o, ok := v.(*goja.Object); ok {
+		if _, fn := goja.AssertFunction(o); fn {
+			return "a function"
+		}
+		if o.ClassName() == "Array" {
+			return "an array"
+		}
+		return "an object"
+	}
+	if b, ok := v.Export().(bool); ok {
+		return strconv.FormatBool(b)
+	}
+	return strings.ToLower(v.String())
+}
