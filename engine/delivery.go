@@ -125,6 +125,8 @@ func changeEvent(ev store.Event) ChangeEvent {
 
 func (ar *appRunner) deliverOne(app *appState, be Backend, ev store.Event) {
 	e, ctx := ar.r.e, ar.r.ctx
+	e.activity.Add(1)
+	defer e.activity.Add(1)
 	start := e.clock.Now()
 	if e.observe != nil && ev.Attempts == 0 {
 		e.observe(start.Sub(ev.Rev.Time))
@@ -161,6 +163,7 @@ func (ar *appRunner) deliverOne(app *appState, be Backend, ev store.Event) {
 }
 
 func (e *Engine) settle(ar *appRunner, seq int64, s store.Settlement) {
+	e.activity.Add(1)
 	if err := e.st.SettleEvent(ar.r.ctx, ar.id, seq, s); err != nil {
 		e.log.Error("settling an onChange event", "app", ar.ref, "seq", seq, "err", err)
 	}

@@ -49,6 +49,9 @@ type Engine struct {
 	// runner delivers events and ticks schedules once Start is called.
 	runner      *runner
 	loopStopped atomic.Int64
+	// activity counts commits, claims, handler runs and ticks, so a test on
+	// a virtual clock can tell when everything has come to rest.
+	activity atomic.Uint64
 
 	// apps caches resolved apps and their members: every request names an
 	// app, and reading it from the store each time would double the cost
@@ -141,3 +144,8 @@ func internal(err error) error {
 	}
 	return &errs.Error{Code: errs.Internal, Message: "storage error: " + err.Error() + "; retry, and check the server log if it persists"}
 }
+
+// Activity is a counter that moves whenever the engine does something:
+// a commit, an event claimed or settled, a handler run starting or ending,
+// a tick. Tests on a virtual clock advance time only once it stands still.
+func (e *Engine) Activity() uint64 { return e.activity.Load() }

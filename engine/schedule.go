@@ -48,6 +48,8 @@ func (ar *appRunner) schedule() {
 
 func (ar *appRunner) runTick(app *appState, be Backend, planned time.Time) {
 	e, ctx := ar.r.e, ar.r.ctx
+	e.activity.Add(1)
+	defer e.activity.Add(1)
 	ar.mu.Lock()
 	ar.tick.running = true
 	ar.mu.Unlock()

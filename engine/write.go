@@ -145,6 +145,7 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 		if len(w.Grants) > 0 || head != nil && head.HasGrants {
 			app.grants.clear()
 		}
+		e.activity.Add(1)
 		if w.Event != nil {
 			e.runner.poke(app)
 		}
