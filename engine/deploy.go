@@ -26,6 +26,11 @@ func (e *Engine) loadCode(ctx context.Context, appID int64, ref string) (*appCod
 	if cv == nil {
 		return nil, nil
 	}
+	// Deploy compiled this version a moment ago: use that, not a second
+	// copy of every runtime.
+	if v, ok := e.fresh.LoadAndDelete(appID); ok && v.(*appCode).version == cv.Version {
+		return v.(*appCode), nil
+	}
 	c := &appCode{version: cv.Version}
 	if cv.Backend != "" && e.backends != nil {
 		if c.backend, err = e.backends.CompileBackend(BackendFile, cv.Backend); err != nil {
@@ -85,18 +90,17 @@ func (e *Engine) Deploy(ctx context.Context, a Actor, appRef string, accessJS, b
 	if e.rt == nil {
 		return CodeInfo{}, errs.New(errs.Unavailable, "this server runs no JavaScript, so it cannot take code")
 	}
+	code := &appCode{}
 	if accessJS != "" {
-		if _, err := e.rt.CompileAccess(AccessFile, accessJS); err != nil {
+		if code.access, err = e.rt.CompileAccess(AccessFile, accessJS); err != nil {
 			return CodeInfo{}, err
 		}
 	}
 	if backendJS != "" {
 		if e.backends != nil {
-			be, err := e.backends.CompileBackend(BackendFile, backendJS)
-			if err != nil {
+			if code.backend, err = e.backends.CompileBackend(BackendFile, backendJS); err != nil {
 				return CodeInfo{}, err
 			}
-			be.Close()
 		} else if err := e.rt.CheckBackend(BackendFile, backendJS); err != nil {
 			return CodeInfo{}, err
 		}
@@ -106,6 +110,8 @@ func (e *Engine) Deploy(ctx context.Context, a Actor, appRef string, accessJS, b
 	if err != nil {
 		return CodeInfo{}, internal(err)
 	}
+	code.version = v
+	e.fresh.Store(app.ID, code)
 	e.codeChanged(ctx, appRef)
 	return CodeInfo{Version: v, Author: a.User, Created: now.UTC(), Active: true, HasAccess: accessJS != "", HasBackend: backendJS != ""}, nil
 }

@@ -58,6 +58,8 @@ type Engine struct {
 	// of a get. Entries are dropped when this engine changes them.
 	mu   sync.RWMutex
 	apps map[string]*appState
+	// fresh holds code compiled by Deploy until the app is loaded again.
+	fresh sync.Map // app ID -> *appCode
 }
 
 type appState struct {

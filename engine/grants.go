@@ -11,6 +11,9 @@ import (
 type grantCache struct {
 	mu    sync.Mutex
 	users map[string]*userGrants
+	// gen moves on every clear, so a read that began before a grant
+	// changed cannot put its stale answer back into the cache.
+	gen uint64
 }
 
 // userGrants is what one user may read, and the roles documents gave them.
@@ -22,6 +25,7 @@ type userGrants struct {
 func (c *grantCache) clear() {
 	c.mu.Lock()
 	c.users = nil
+	c.gen++
 	c.mu.Unlock()
 }
 
@@ -31,6 +35,7 @@ func (c *grantCache) clear() {
 func (e *Engine) grantsFor(ctx context.Context, app *appState, user string) (*userGrants, error) {
 	app.grants.mu.Lock()
 	g := app.grants.users[user]
+	gen := app.grants.gen
 	app.grants.mu.Unlock()
 	if g != nil {
 		return g, nil
@@ -67,10 +72,12 @@ func (e *Engine) grantsFor(ctx context.Context, app *appState, user string) (*us
 		}
 	}
 	app.grants.mu.Lock()
-	if app.grants.users == nil {
-		app.grants.users = map[string]*userGrants{}
+	if app.grants.gen == gen {
+		if app.grants.users == nil {
+			app.grants.users = map[string]*userGrants{}
+		}
+		app.grants.users[user] = g
 	}
-	app.grants.users[user] = g
 	app.grants.mu.Unlock()
 	return g, nil
 }
@@ -104,14 +111,20 @@ func (e *Engine) readView(ctx context.Context, a Actor, app *appState) (*view, e
 	if a.Admin || app.isOwner(a) || a.Handler != "" {
 		return &view{all: true}, nil
 	}
-	if err := e.mayRead(a, app); err != nil {
-		return nil, err
+	if a.User == "" && !app.Public {
+		return nil, e.mayRead(a, app)
 	}
 	g, err := e.grantsFor(ctx, app, a.User)
 	if err != nil {
 		return nil, err
 	}
-	return &view{ungated: true, channels: g.channels}, nil
+	// Members read ungated databases; anyone else only what documents
+	// grant them (a role given by a document makes a member too).
+	member := app.isMember(a) || len(g.roles) > 0
+	if !member && !app.Public && len(g.channels) == 0 {
+		return nil, e.mayRead(a, app)
+	}
+	return &view{ungated: member || app.Public, channels: g.channels}, nil
 }
 
 // sees reports whether the view may read a revision of db with channels.
