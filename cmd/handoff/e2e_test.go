@@ -69,7 +69,13 @@ var listenRE = regexp.MustCompile(`msg="handoff listening" url=(http://\S+)`)
 // says where it listens.
 func startServer(t *testing.T, dataDir string, env ...string) *serverProc {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--data", dataDir, "--addr", "127.0.0.1:0")
+	return startServerArgs(t, dataDir, nil, env...)
+}
+
+// startServerArgs is startServer with more serve flags.
+func startServerArgs(t *testing.T, dataDir string, args []string, env ...string) *serverProc {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"serve", "--data", dataDir, "--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(baseEnv(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
