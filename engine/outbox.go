@@ -13,7 +13,7 @@ const MaxEventDepth = 4
 
 // eventFor decides the outbox event of a write: one for every committed
 // write of an app whose backend has onChange, none past the loop guard.
-func (e *Engine) eventFor(a Actor, app *appState, head *store.Doc, w *store.Write) *store.EventSpec {
+func (e *Engine) eventFor(a Actor, app *appState, w *store.Write) *store.EventSpec {
 	be := app.backend()
 	if be == nil || !be.Has("onChange") {
 		return nil
@@ -23,9 +23,5 @@ func (e *Engine) eventFor(a Actor, app *appState, head *store.Doc, w *store.Writ
 		e.appLog(app, "server", "warn", fmt.Sprintf("loop guard: the write of %s/%s made by onChange at depth %d fires no onChange (limit %d)", w.DB, w.ID, a.Depth, MaxEventDepth), nil)
 		return nil
 	}
-	ev := &store.EventSpec{Depth: a.Depth, NextAt: w.Time}
-	if head != nil {
-		ev.PrevSeq = head.Seq
-	}
-	return ev
+	return &store.EventSpec{Depth: a.Depth, NextAt: w.Time}
 }

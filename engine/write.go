@@ -115,7 +115,7 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 			Writer: a.writer(), Path: a.path(), Time: e.clock.Now(),
 		}
 		if head != nil {
-			w.BaseRev = head.Rev
+			w.BaseRev, w.PrevSeq = head.Rev, head.Seq
 		}
 		if gate != nil {
 			// The decision is made against this head; the commit below
@@ -134,7 +134,7 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 			}
 		}
 		w.Rev = nextRev(w.BaseRev, deleted, body)
-		w.Event = e.eventFor(a, app, head, w)
+		w.Event = e.eventFor(a, app, w)
 		seq, err := e.st.Commit(ctx, w)
 		if errors.Is(err, store.ErrHeadMoved) {
 			continue

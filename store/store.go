@@ -31,6 +31,10 @@ type Store interface {
 	Code
 	Events
 	Logs
+	// Watch registers fn to hear of commits: after each durable commit it
+	// is called with the app and its latest seq, in commit order. fn must
+	// not block. Live feeds wake on it instead of polling.
+	Watch(fn func(appID, seq int64))
 	Close() error
 }
 
@@ -78,6 +82,10 @@ type Documents interface {
 	LastSeq(ctx context.Context, appID int64) (int64, error)
 	// Databases lists the app's databases, by name.
 	Databases(ctx context.Context, appID int64) ([]string, error)
+	// Transitions counts the moves of field between values across the
+	// ledger of one database: from the value in the revision before (JSON
+	// text, "" for a new document) to the value in each live revision.
+	Transitions(ctx context.Context, appID int64, db, field string) ([]Transition, error)
 	// GrantsFor lists the live grants that can concern user: every grant
 	// of kind "role" and "public", and those of kind "user" and "member"
 	// naming user.
@@ -176,6 +184,9 @@ type Write struct {
 	DB      string
 	ID      string
 	BaseRev string // the head's rev the write replaces; "" when none
+	// PrevSeq is the seq of that head, 0 when none: the ledger links each
+	// revision to the one before (oldDoc of events, transition counts).
+	PrevSeq int64
 	Rev     string
 	Deleted bool
 	Body    []byte
@@ -196,11 +207,14 @@ type Write struct {
 type EventSpec struct {
 	// Depth counts how many onChange writes led to this one (loop guard).
 	Depth int
-	// PrevSeq is the seq of the head the write replaced, 0 when none; the
-	// event's oldDoc is read from it.
-	PrevSeq int64
 	// NextAt is when the event may first be delivered.
 	NextAt time.Time
+}
+
+// Transition is how often a field moved From one value To another.
+type Transition struct {
+	From, To string // JSON values; From is "" for documents created so
+	Count    int64
 }
 
 // Grant is one read permission or role given by a live document.

@@ -44,7 +44,7 @@ const eventCols = `e.seq, e.depth, e.attempts, e.next_at, e.dead, e.last_error,
 
 const eventFrom = ` FROM events e
 	JOIN revisions r ON r.app_id = e.app_id AND r.seq = e.seq
-	LEFT JOIN revisions o ON o.app_id = e.app_id AND o.seq = e.prev_seq AND e.prev_seq > 0`
+	LEFT JOIN revisions o ON o.app_id = e.app_id AND o.seq = r.prev_seq AND r.prev_seq > 0`
 
 func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
 	s.leases.mu.Lock()

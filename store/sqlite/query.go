@@ -127,3 +127,25 @@ func keyValue(key []byte) (any, string, error) {
 		return b.String(), `'object','array'`, nil
 	}
 }
+
+func (s *Store) Transitions(ctx context.Context, appID int64, db, field string) ([]store.Transition, error) {
+	path := jsonPath(field)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT CASE WHEN o.seq IS NULL THEN '' ELSE json_quote(json_extract(o.body, `+path+`)) END,
+			json_quote(json_extract(r.body, `+path+`)), count(*)
+		FROM revisions r LEFT JOIN revisions o ON o.app_id = r.app_id AND o.seq = r.prev_seq AND r.prev_seq > 0 AND o.deleted = 0
+		WHERE r.app_id = ? AND r.db = ? AND r.deleted = 0
+		GROUP BY 1, 2 ORDER BY 3 DESC`, appID, db)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Transition
+	for rows.Next() {
+		var t store.Transition
+		if err := rows.Scan(&t.From, &t.To, &t.Count); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}

@@ -91,6 +91,7 @@ var migrations = []string{
 		handler TEXT NOT NULL DEFAULT '',
 		path    TEXT NOT NULL,
 		channels TEXT,
+		prev_seq INTEGER NOT NULL DEFAULT 0,
 		UNIQUE (app_id, seq)
 	);
 	CREATE INDEX revisions_by_doc ON revisions (app_id, db, id, seq);
@@ -99,7 +100,6 @@ var migrations = []string{
 	CREATE TABLE events (
 		app_id     INTEGER NOT NULL,
 		seq        INTEGER NOT NULL,
-		prev_seq   INTEGER NOT NULL,
 		depth      INTEGER NOT NULL,
 		attempts   INTEGER NOT NULL DEFAULT 0,
 		next_at    INTEGER NOT NULL,

@@ -37,6 +37,7 @@ type Store struct {
 	reads   readStmts
 	indexes sync.Map // field -> struct{}: expression indexes that exist
 	leases  leases
+	watch   watchers
 }
 
 var _ store.Store = (*Store)(nil)
@@ -90,6 +91,7 @@ func Open(dir string) (*Store, error) {
 		s.rdb.Close()
 		return nil, err
 	}
+	w.watchers = &s.watch
 	go w.run(s.writes, s.stop, s.stopped)
 	return s, nil
 }
@@ -113,3 +115,6 @@ func (s *Store) Close() error {
 }
 
 var errClosed = errors.New("sqlite store is closed")
+
+// Watch registers fn to hear of every commit; see store.Store.
+func (s *Store) Watch(fn func(appID, seq int64)) { s.watch.add(fn) }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"sync"
 
 	"github.com/handoff-run/handoff/store"
 )
@@ -55,12 +56,14 @@ func (s *Store) Commit(ctx context.Context, w *store.Write) (int64, error) {
 // wrote last (sequence numbers, known databases), which save a read per
 // write. They are dropped whenever a transaction rolls back.
 type writer struct {
-	db     *sql.DB
-	seqs   map[int64]int64
-	dbs    map[dbKey]bool
-	stmts  map[string]*sql.Stmt
-	dirty  map[int64]bool
-	newDBs []dbKey
+	db *sql.DB
+	// watchers hear of each commit (Store.Watch); set before writes start.
+	watchers *watchers
+	seqs     map[int64]int64
+	dbs      map[dbKey]bool
+	stmts    map[string]*sql.Stmt
+	dirty    map[int64]bool
+	newDBs   []dbKey
 }
 
 type dbKey struct {
@@ -73,13 +76,13 @@ const (
 	sqlAppSeq   = `SELECT seq FROM apps WHERE id = ?`
 	sqlSetSeq   = `UPDATE apps SET seq = ? WHERE id = ?`
 	sqlAddDB    = `INSERT OR IGNORE INTO dbs (app_id, name) VALUES (?, ?)`
-	sqlLedger   = `INSERT INTO revisions (app_id, seq, db, id, rev, deleted, body, time, user, device, handler, path, channels) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlLedger   = `INSERT INTO revisions (app_id, seq, db, id, rev, deleted, body, time, user, device, handler, path, channels, prev_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlSaveHead = `INSERT INTO docs (app_id, db, id, rev, deleted, body, seq, time, channels, has_grants) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (app_id, db, id) DO UPDATE SET rev = excluded.rev, deleted = excluded.deleted,
 		body = excluded.body, seq = excluded.seq, time = excluded.time, channels = excluded.channels,
 		has_grants = excluded.has_grants`
 	sqlDropGrants = `DELETE FROM grants WHERE app_id = ? AND db = ? AND doc_id = ?`
-	sqlAddEvent   = `INSERT INTO events (app_id, seq, prev_seq, depth, next_at) VALUES (?, ?, ?, ?, ?)`
+	sqlAddEvent   = `INSERT INTO events (app_id, seq, depth, next_at) VALUES (?, ?, ?, ?)`
 	sqlAddGrant   = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel) VALUES (?, ?, ?, ?, ?, ?)`
 )
 
@@ -205,6 +208,9 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 	for _, k := range w.newDBs {
 		w.dbs[k] = true
 	}
+	for app := range w.dirty {
+		w.watchers.notify(app, w.seqs[app])
+	}
 	return nil
 }
 
@@ -243,7 +249,7 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 	t := wr.Time.UnixNano()
 	channels := channelsJSON(wr.Channels)
 	if _, err := tx.Stmt(w.stmts[sqlLedger]).Exec(wr.AppID, seq, wr.DB, wr.ID, wr.Rev, wr.Deleted, body, t,
-		wr.Writer.User, wr.Writer.Device, wr.Writer.Handler, wr.Path, channels); err != nil {
+		wr.Writer.User, wr.Writer.Device, wr.Writer.Handler, wr.Path, channels, wr.PrevSeq); err != nil {
 		return commitRes{}, err
 	}
 	grants := wr.Grants
@@ -265,7 +271,7 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 		}
 	}
 	if ev := wr.Event; ev != nil {
-		if _, err := tx.Stmt(w.stmts[sqlAddEvent]).Exec(wr.AppID, seq, ev.PrevSeq, ev.Depth, ev.NextAt.UnixNano()); err != nil {
+		if _, err := tx.Stmt(w.stmts[sqlAddEvent]).Exec(wr.AppID, seq, ev.Depth, ev.NextAt.UnixNano()); err != nil {
 			return commitRes{}, err
 		}
 	}
@@ -289,4 +295,24 @@ func parseChannels(s sql.NullString) []string {
 	ch := []string{}
 	_ = json.Unmarshal([]byte(s.String), &ch)
 	return ch
+}
+
+// watchers are the Store.Watch callbacks.
+type watchers struct {
+	mu  sync.RWMutex
+	fns []func(appID, seq int64)
+}
+
+func (ws *watchers) add(fn func(appID, seq int64)) {
+	ws.mu.Lock()
+	ws.fns = append(ws.fns, fn)
+	ws.mu.Unlock()
+}
+
+func (ws *watchers) notify(app, seq int64) {
+	ws.mu.RLock()
+	defer ws.mu.RUnlock()
+	for _, fn := range ws.fns {
+		fn(app, seq)
+	}
 }
