@@ -60,6 +60,8 @@ type Engine struct {
 	apps map[string]*appState
 	// fresh holds code compiled by Deploy until the app is loaded again.
 	fresh sync.Map // app ID -> *appCode
+	// feeds fans commits out to live subscribers.
+	feeds feedHub
 }
 
 type appState struct {
@@ -80,8 +82,10 @@ func New(st store.Store, o Options) *Engine {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, rt: o.Runtime,
+	e := &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, rt: o.Runtime,
 		backends: o.Backends, observe: o.OnDelivery, apps: map[string]*appState{}}
+	st.Watch(e.notify)
+	return e
 }
 
 // Store returns the engine's store.

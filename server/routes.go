@@ -32,6 +32,7 @@ func (s *Server) routes() {
 	s.api("GET /v1/apps/{owner}/{app}/events", s.events)
 	s.api("POST /v1/apps/{owner}/{app}/events/{seq}/replay", s.replay)
 	s.api("GET /v1/apps/{owner}/{app}/schedule", s.schedule)
+	s.api("GET /v1/apps/{owner}/{app}/feed", s.feed)
 
 	const db = "/v1/apps/{owner}/{app}/dbs/{db}"
 	s.api("GET "+db+"/docs", s.scan)

@@ -134,7 +134,12 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return errs.New(errs.Unavailable, "cannot listen on %s: %v; pick another address with --addr", o.addr, err)
 	}
+	// Live feeds run until the client leaves; shutdown ends them through
+	// their request context instead of waiting out the grace period.
+	streams, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
 	hs := &http.Server{
+		BaseContext:       func(net.Listener) context.Context { return streams },
 		Handler:           server.New(eng, server.Options{Logger: log}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -150,6 +155,7 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
+	endStreams()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {

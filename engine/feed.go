@@ -1,0 +1,316 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/store"
+)
+
+// The live feed (DESIGN §9). The store tells the hub of each commit (an
+// app and its new seq) from its writer, without blocking it; the first
+// subscriber to need the new revisions reads them once into a ring that
+// every subscriber of the app shares. A subscriber that fell behind the
+// ring reads its backlog from the store, so resuming from any seq misses
+// nothing and repeats nothing.
+const (
+	ringSize  = 4096
+	fetchSize = 500
+)
+
+type feedHub struct {
+	mu   sync.Mutex
+	apps map[int64]*appFeed
+}
+
+type appFeed struct {
+	id int64
+
+	mu   sync.Mutex
+	last int64         // the app's latest committed seq
+	wake chan struct{} // closed when last moves
+
+	fetchMu sync.Mutex
+	ring    []store.Revision // the latest revisions, in seq order, no gaps
+}
+
+func (e *Engine) feedOf(ctx context.Context, appID int64) (*appFeed, error) {
+	e.feeds.mu.Lock()
+	af := e.feeds.apps[appID]
+	e.feeds.mu.Unlock()
+	if af != nil {
+		return af, nil
+	}
+	last, err := e.st.LastSeq(ctx, appID)
+	if err != nil {
+		return nil, internal(err)
+	}
+	e.feeds.mu.Lock()
+	defer e.feeds.mu.Unlock()
+	if af = e.feeds.apps[appID]; af == nil {
+		af = &appFeed{id: appID, last: last, wake: make(chan struct{})}
+		if e.feeds.apps == nil {
+			e.feeds.apps = map[int64]*appFeed{}
+		}
+		e.feeds.apps[appID] = af
+	}
+	return af, nil
+}
+
+// notify is the store's commit callback: it must not block the writer.
+func (e *Engine) notify(appID, seq int64) {
+	e.feeds.mu.Lock()
+	af := e.feeds.apps[appID]
+	e.feeds.mu.Unlock()
+	if af == nil {
+		return // nobody follows this app
+	}
+	af.mu.Lock()
+	if seq > af.last {
+		af.last = seq
+		close(af.wake)
+		af.wake = make(chan struct{})
+	}
+	af.mu.Unlock()
+}
+
+func (af *appFeed) state() (int64, <-chan struct{}) {
+	af.mu.Lock()
+	defer af.mu.Unlock()
+	return af.last, af.wake
+}
+
+// read returns revisions after since, up to limit, from the ring when it
+// holds them and from the store otherwise.
+func (af *appFeed) read(ctx context.Context, st store.Store, since, upTo int64, limit int) ([]store.Revision, error) {
+	af.fetchMu.Lock()
+	defer af.fetchMu.Unlock()
+	// Fill the ring up to upTo, continuing from its end.
+	for {
+		end := int64(0)
+		if n := len(af.ring); n > 0 {
+			end = af.ring[n-1].Seq
+		} else {
+			end = max(since, upTo-fetchSize)
+		}
+		if end >= upTo {
+			break
+		}
+		revs, err := st.Changes(ctx, af.id, "", end, fetchSize)
+		if err != nil {
+			return nil, err
+		}
+		if len(revs) == 0 {
+			break
+		}
+		af.ring = append(af.ring, revs...)
+		if over := len(af.ring) - ringSize; over > 0 {
+			af.ring = append(af.ring[:0:0], af.ring[over:]...)
+		}
+	}
+	if len(af.ring) > 0 && af.ring[0].Seq <= since+1 {
+		i := int(since + 1 - af.ring[0].Seq)
+		if i < 0 {
+			i = 0
+		}
+		out := af.ring[min(i, len(af.ring)):]
+		return append([]store.Revision(nil), out[:min(limit, len(out))]...), nil
+	}
+	// Behind the ring: read the backlog directly.
+	return st.Changes(ctx, af.id, "", since, limit)
+}
+
+// Feed follows the changes of an app (or of one database), filtered by
+// what its reader may read.
+type Feed struct {
+	e     *Engine
+	af    *appFeed
+	actor Actor
+	ref   string
+	db    string
+	since int64
+}
+
+// Follow opens a feed of the app's changes after since; db "" follows
+// every database.
+func (e *Engine) Follow(ctx context.Context, a Actor, appRef, db string, since int64) (*Feed, error) {
+	app, _, err := e.readable(ctx, a, appRef, db, true)
+	if err != nil {
+		return nil, err
+	}
+	if since < 0 {
+		return nil, errs.New(errs.Invalid, "since must be 0 or a sequence number from the feed")
+	}
+	af, err := e.feedOf(ctx, app.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &Feed{e: e, af: af, actor: a, ref: appRef, db: db, since: since}, nil
+}
+
+// Since is the seq the feed has delivered up to.
+func (f *Feed) Since() int64 { return f.since }
+
+// Next waits for changes after the feed's position and returns those the
+// reader may see, in commit order. It returns an empty page after wait
+// with nothing new to show (a heartbeat's turn), and ctx's error when ctx
+// ends.
+func (f *Feed) Next(ctx context.Context, wait time.Duration) (Changes, error) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		last, wake := f.af.state()
+		if last > f.since {
+			// Grants may have changed since the last page: ask again.
+			app, v, err := f.e.readable(ctx, f.actor, f.ref, f.db, true)
+			if err != nil {
+				return Changes{}, err
+			}
+			revs, err := f.af.read(ctx, f.e.st, f.since, last, MaxLimit)
+			if err != nil {
+				return Changes{}, internal(err)
+			}
+			c := Changes{Changes: []Entry{}, Last: f.since}
+			for _, r := range revs {
+				if (f.db == "" || r.DB == f.db) && v.sees(app, r.DB, r.Channels) {
+					c.Changes = append(c.Changes, entry(r))
+				}
+				c.Last = r.Seq
+			}
+			f.since = c.Last
+			if len(c.Changes) > 0 {
+				return c, nil
+			}
+			if len(revs) > 0 {
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return Changes{}, ctx.Err()
+		case <-timer.C:
+			return Changes{Changes: []Entry{}, Last: f.since}, nil
+		case <-wake:
+		}
+	}
+}
+
+// QueryFeed follows the documents of one database whose field equals a
+// key: a snapshot, then each change that enters, stays in or leaves the
+// result.
+type QueryFeed struct {
+	*Feed
+	path    []string
+	key     any
+	members map[string]bool
+}
+
+// QueryChange is one change of a live query; Match tells whether the
+// document is (still) in the result.
+type QueryChange struct {
+	Entry
+	Match bool `json:"match"`
+}
+
+// maxSnapshot bounds a live query's first answer.
+const maxSnapshot = 10_000
+
+// FollowQuery opens a live query and returns its snapshot: the matching
+// documents as of Seq; the feed continues after Seq.
+func (e *Engine) FollowQuery(ctx context.Context, a Actor, appRef, db, field string, key json.RawMessage) (*QueryFeed, Page, int64, error) {
+	if err := ValidDB(db); err != nil {
+		return nil, Page{}, 0, err
+	}
+	app, _, err := e.readable(ctx, a, appRef, db, false)
+	if err != nil {
+		return nil, Page{}, 0, err
+	}
+	// The position is read before the snapshot, so every commit after it
+	// reaches the feed; the snapshot may already show some of them, and
+	// the client keeps the newer rev.
+	seq, err := e.st.LastSeq(ctx, app.ID)
+	if err != nil {
+		return nil, Page{}, 0, internal(err)
+	}
+	snap := Page{Docs: []json.RawMessage{}}
+	members := map[string]bool{}
+	after := ""
+	for len(snap.Docs) < maxSnapshot {
+		p, err := e.Query(ctx, a, appRef, db, field, key, MaxLimit, after)
+		if err != nil {
+			return nil, Page{}, 0, err
+		}
+		snap.Docs = append(snap.Docs, p.Docs...)
+		for _, d := range p.Docs {
+			var head struct {
+				ID string `json:"_id"`
+			}
+			json.Unmarshal(d, &head)
+			members[head.ID] = true
+		}
+		if after = p.Next; after == "" {
+			break
+		}
+	}
+	f, err := e.Follow(ctx, a, appRef, db, seq)
+	if err != nil {
+		return nil, Page{}, 0, err
+	}
+	var k any
+	if err := decodeJSON(key, &k); err != nil {
+		return nil, Page{}, 0, errs.New(errs.Invalid, "query key %q is not a JSON value", key)
+	}
+	return &QueryFeed{Feed: f, path: strings.Split(field, "."), key: k, members: members}, snap, seq, nil
+}
+
+// Next returns the changes that touch the query's result.
+func (q *QueryFeed) Next(ctx context.Context, wait time.Duration) ([]QueryChange, int64, error) {
+	for {
+		c, err := q.Feed.Next(ctx, wait)
+		if err != nil || len(c.Changes) == 0 {
+			return nil, c.Last, err
+		}
+		var out []QueryChange
+		for _, en := range c.Changes {
+			match := !en.Deleted && q.matches(en.Doc)
+			if match || q.members[en.ID] {
+				out = append(out, QueryChange{Entry: en, Match: match})
+			}
+			if match {
+				q.members[en.ID] = true
+			} else {
+				delete(q.members, en.ID)
+			}
+		}
+		if len(out) > 0 {
+			return out, c.Last, nil
+		}
+	}
+}
+
+func (q *QueryFeed) matches(doc json.RawMessage) bool {
+	var v any
+	if decodeJSON(doc, &v) != nil {
+		return false
+	}
+	for _, p := range q.path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		if v, ok = m[p]; !ok {
+			return false
+		}
+	}
+	return reflect.DeepEqual(v, q.key)
+}
+
+func decodeJSON(b []byte, v any) error {
+	return json.NewDecoder(bytes.NewReader(b)).Decode(v)
+}

@@ -1,0 +1,119 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/errs"
+)
+
+// heartbeatEvery keeps idle streams alive through proxies and lets both
+// ends notice a dead connection.
+const heartbeatEvery = 15 * time.Second
+
+// feed streams an app's changes as server-sent events (DESIGN §9). Each
+// event's id is its seq: a client that reconnects with Last-Event-ID (or
+// ?since=) resumes right after the last event it saw. With ?field=&key=
+// (and ?db=) it is a live query: a snapshot event, then each change that
+// enters or leaves the result, with "match".
+func (s *Server) feed(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
+	since, err := sinceParam(r)
+	if err != nil {
+		return err
+	}
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		if since, err = strconv.ParseInt(id, 10, 64); err != nil || since < 0 {
+			return errs.New(errs.Invalid, "Last-Event-ID %q is not a sequence number; reconnect without it to start over", id)
+		}
+	}
+	q := r.URL.Query()
+	db, field := q.Get("db"), q.Get("field")
+	rc := http.NewResponseController(w)
+	start := func() {
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+	}
+	send := func(id int64, event string, v any) error {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if id > 0 {
+			fmt.Fprintf(w, "id: %d\n", id)
+		}
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data)
+		return nil
+	}
+	heartbeat := func(last int64) {
+		fmt.Fprintf(w, ": heartbeat %d\n\n", last)
+	}
+	ctx := r.Context()
+
+	if field != "" {
+		key, err := keyParam(r)
+		if err != nil {
+			return err
+		}
+		qf, snap, seq, err := s.e.FollowQuery(ctx, a, appRef(r), db, field, key)
+		if err != nil {
+			return err
+		}
+		start()
+		send(seq, "snapshot", map[string]any{"docs": snap.Docs, "seq": seq})
+		rc.Flush()
+		for {
+			changes, last, err := qf.Next(ctx, heartbeatEvery)
+			if err != nil {
+				return nil // the client went away, or its access ended
+			}
+			if len(changes) == 0 {
+				heartbeat(last)
+			}
+			for _, c := range changes {
+				send(c.Seq, "change", c)
+			}
+			if rc.Flush() != nil {
+				return nil
+			}
+		}
+	}
+
+	f, err := s.e.Follow(ctx, a, appRef(r), db, since)
+	if err != nil {
+		return err
+	}
+	start()
+	fmt.Fprintf(w, "event: ready\ndata: {\"since\":%d}\n\n", since)
+	rc.Flush()
+	for {
+		c, err := f.Next(ctx, heartbeatEvery)
+		if err != nil {
+			return nil
+		}
+		if len(c.Changes) == 0 {
+			heartbeat(c.Last)
+		}
+		for _, en := range c.Changes {
+			send(en.Seq, "change", en)
+		}
+		if rc.Flush() != nil {
+			return nil
+		}
+	}
+}
+
+// keyParam is a query's key: a JSON value.
+func keyParam(r *http.Request) (json.RawMessage, error) {
+	k := r.URL.Query().Get("key")
+	if k == "" || !json.Valid([]byte(k)) {
+		return nil, errs.New(errs.Invalid, "key=%q is not a JSON value; quote strings, e.g. key=\"running\"", k)
+	}
+	return json.RawMessage(k), nil
+}
