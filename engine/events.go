@@ -121,3 +121,41 @@ func (e *Engine) Schedule(ctx context.Context, a Actor, appRef string) (Schedule
 	}
 	return info, nil
 }
+
+// Transition is how often documents moved from one value of a field to
+// another: the state machine as it was actually walked.
+type Transition struct {
+	From  json.RawMessage `json:"from"` // null for documents created so
+	To    json.RawMessage `json:"to"`
+	Count int64           `json:"count"`
+}
+
+// Transitions counts the moves of field across a database's ledger. Only
+// the owner and the admin see them: they span every document.
+func (e *Engine) Transitions(ctx context.Context, a Actor, appRef, db, field string) ([]Transition, error) {
+	app, err := e.app(ctx, appRef)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.mayAdmin(a, app); err != nil {
+		return nil, err
+	}
+	if err := ValidDB(db); err != nil {
+		return nil, err
+	}
+	if err := ValidField(field); err != nil {
+		return nil, err
+	}
+	ts, err := e.st.Transitions(ctx, app.ID, db, field)
+	if err != nil {
+		return nil, internal(err)
+	}
+	out := make([]Transition, len(ts))
+	for i, t := range ts {
+		out[i] = Transition{From: json.RawMessage(t.From), To: json.RawMessage(t.To), Count: t.Count}
+		if t.From == "" {
+			out[i].From = json.RawMessage("null")
+		}
+	}
+	return out, nil
+}

@@ -75,3 +75,21 @@ func (s *Server) schedule(w http.ResponseWriter, r *http.Request, a engine.Actor
 	writeJSON(w, http.StatusOK, info)
 	return nil
 }
+
+// transitions counts the moves of ?field= (default status) across the
+// database's ledger: the console draws them as a graph.
+func (s *Server) transitions(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
+	field := r.URL.Query().Get("field")
+	if field == "" {
+		field = "status"
+	}
+	ts, err := s.e.Transitions(r.Context(), a, appRef(r), r.PathValue("db"), field)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Field       string              `json:"field"`
+		Transitions []engine.Transition `json:"transitions"`
+	}{field, ts})
+	return nil
+}

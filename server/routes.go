@@ -44,6 +44,7 @@ func (s *Server) routes() {
 	s.api("GET "+db+"/query", s.query)
 	s.api("GET "+db+"/changes", s.changes)
 	s.api("POST "+db+"/bulk", s.bulk)
+	s.api("GET "+db+"/transitions", s.transitions)
 
 	s.fallbacks()
 }
