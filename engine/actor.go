@@ -9,6 +9,9 @@ type Actor struct {
 	User   string // "" when anonymous
 	Admin  bool
 	Device string
+	// DeviceApp is set when the device is scoped to one app
+	// ("owner/name"): it is refused everywhere else.
+	DeviceApp string
 	// Handler is set only for writes made by the app's own backend
 	// ("onChange", "scheduled", "fetch").
 	Handler string

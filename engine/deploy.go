@@ -77,7 +77,7 @@ type CodeInfo struct {
 // live. Code that does not compile is refused with its file, line and
 // column, and the live version stays.
 func (e *Engine) Deploy(ctx context.Context, a Actor, appRef string, accessJS, backendJS string) (CodeInfo, error) {
-	app, err := e.app(ctx, appRef)
+	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
 		return CodeInfo{}, err
 	}
@@ -119,7 +119,7 @@ func (e *Engine) Deploy(ctx context.Context, a Actor, appRef string, accessJS, b
 // ActiveCode returns the sources of the app's live version ("" and 0
 // when none was deployed).
 func (e *Engine) ActiveCode(ctx context.Context, a Actor, appRef string) (access, backend string, version int, err error) {
-	app, err := e.app(ctx, appRef)
+	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
 		return "", "", 0, err
 	}
@@ -138,7 +138,7 @@ func (e *Engine) ActiveCode(ctx context.Context, a Actor, appRef string) (access
 
 // CodeVersions lists an app's deployed versions, oldest first.
 func (e *Engine) CodeVersions(ctx context.Context, a Actor, appRef string) ([]CodeInfo, error) {
-	app, err := e.app(ctx, appRef)
+	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (e *Engine) CodeVersions(ctx context.Context, a Actor, appRef string) ([]Co
 
 // Rollback makes an earlier version live again.
 func (e *Engine) Rollback(ctx context.Context, a Actor, appRef string, version int) error {
-	app, err := e.app(ctx, appRef)
+	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
 		return err
 	}
@@ -187,7 +187,7 @@ func (e *Engine) codeChanged(ctx context.Context, appRef string) {
 
 // SetAccessTimeout changes the deadline of the app's access function.
 func (e *Engine) SetAccessTimeout(ctx context.Context, a Actor, appRef string, d time.Duration) error {
-	app, err := e.app(ctx, appRef)
+	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/handoff-run/handoff/auth"
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/store"
@@ -31,6 +32,9 @@ type Options struct {
 	// Backends compiles backend.js; nil means handlers never run here
 	// (their events wait in the outbox).
 	Backends BackendCompiler
+	// SecretKey seals app secrets at rest (32 bytes); without it secrets
+	// are refused.
+	SecretKey []byte
 	// OnDelivery, when set, is told how long each onChange event waited
 	// from its commit to the start of its run (for benchmarks).
 	OnDelivery func(wait time.Duration)
@@ -62,6 +66,11 @@ type Engine struct {
 	fresh sync.Map // app ID -> *appCode
 	// feeds fans commits out to live subscribers.
 	feeds feedHub
+	// replays remembers device tokens already used.
+	replays auth.Replays
+	// secrets caches each app's opened secrets for its handlers.
+	secrets   sync.Map // app ID -> map[string]string
+	secretKey []byte
 }
 
 type appState struct {
@@ -83,7 +92,7 @@ func New(st store.Store, o Options) *Engine {
 		o.Logger = slog.Default()
 	}
 	e := &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, rt: o.Runtime,
-		backends: o.Backends, observe: o.OnDelivery, apps: map[string]*appState{}}
+		backends: o.Backends, observe: o.OnDelivery, secretKey: o.SecretKey, apps: map[string]*appState{}}
 	st.Watch(e.notify)
 	return e
 }
@@ -131,6 +140,16 @@ func (e *Engine) app(ctx context.Context, ref string) (*appState, error) {
 	e.apps[ref] = st
 	e.mu.Unlock()
 	return st, nil
+}
+
+// appAs is app for a caller: a device scoped to another app is refused
+// here, before anything of this app is read or written.
+func (e *Engine) appAs(ctx context.Context, a Actor, ref string) (*appState, error) {
+	if a.DeviceApp != "" && a.DeviceApp != ref {
+		return nil, &errs.Error{Code: errs.Forbidden, Reason: "device scoped to another app",
+			Message: "device " + a.Device + " may only be used with " + a.DeviceApp + "; add a device for " + ref + " with `handoff device add NAME --app " + ref + "`"}
+	}
+	return e.app(ctx, ref)
 }
 
 func (e *Engine) forgetApp(ref string) {

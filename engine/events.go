@@ -27,7 +27,7 @@ type EventInfo struct {
 
 // Events lists the app's waiting events, or its dead ones.
 func (e *Engine) Events(ctx context.Context, a Actor, appRef string, dead bool, after int64, limit int) ([]EventInfo, error) {
-	app, err := e.app(ctx, appRef)
+	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func (e *Engine) Events(ctx context.Context, a Actor, appRef string, dead bool, 
 // ReplayEvent delivers a dead event again, with fresh attempts: the
 // original event, as it was committed.
 func (e *Engine) ReplayEvent(ctx context.Context, a Actor, appRef string, seq int64) error {
-	app, err := e.app(ctx, appRef)
+	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ type ScheduleInfo struct {
 // Schedule reports the app's scheduled handler: its interval, last run
 // and last error.
 func (e *Engine) Schedule(ctx context.Context, a Actor, appRef string) (ScheduleInfo, error) {
-	app, err := e.app(ctx, appRef)
+	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
 		return ScheduleInfo{}, err
 	}
@@ -133,7 +133,7 @@ type Transition struct {
 // Transitions counts the moves of field across a database's ledger. Only
 // the owner and the admin see them: they span every document.
 func (e *Engine) Transitions(ctx context.Context, a Actor, appRef, db, field string) ([]Transition, error) {
-	app, err := e.app(ctx, appRef)
+	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
 		return nil, err
 	}

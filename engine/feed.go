@@ -41,25 +41,25 @@ type appFeed struct {
 }
 
 func (e *Engine) feedOf(ctx context.Context, appID int64) (*appFeed, error) {
+	// Register first, then read the latest seq: a commit that lands in
+	// between is either told to the registered feed or seen by LastSeq,
+	// never lost (a feed created with a stale position would sleep
+	// through a change until the next commit).
 	e.feeds.mu.Lock()
 	af := e.feeds.apps[appID]
-	e.feeds.mu.Unlock()
-	if af != nil {
-		return af, nil
-	}
-	last, err := e.st.LastSeq(ctx, appID)
-	if err != nil {
-		return nil, internal(err)
-	}
-	e.feeds.mu.Lock()
-	defer e.feeds.mu.Unlock()
-	if af = e.feeds.apps[appID]; af == nil {
-		af = &appFeed{id: appID, last: last, wake: make(chan struct{})}
+	if af == nil {
+		af = &appFeed{id: appID, wake: make(chan struct{})}
 		if e.feeds.apps == nil {
 			e.feeds.apps = map[int64]*appFeed{}
 		}
 		e.feeds.apps[appID] = af
 	}
+	e.feeds.mu.Unlock()
+	last, err := e.st.LastSeq(ctx, appID)
+	if err != nil {
+		return nil, internal(err)
+	}
+	af.advance(last)
 	return af, nil
 }
 
@@ -71,6 +71,11 @@ func (e *Engine) notify(appID, seq int64) {
 	if af == nil {
 		return // nobody follows this app
 	}
+	af.advance(seq)
+}
+
+// advance moves the feed's latest seq forward and wakes its followers.
+func (af *appFeed) advance(seq int64) {
 	af.mu.Lock()
 	if seq > af.last {
 		af.last = seq

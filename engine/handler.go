@@ -44,4 +44,7 @@ func (h *handlerCtx) Log(level, message string, fields json.RawMessage) {
 	h.e.appLog(h.app, h.actor.Handler, level, message, fields)
 }
 
-func (h *handlerCtx) Secret(name string) (string, bool) { return "", false }
+func (h *handlerCtx) Secret(name string) (string, bool) {
+	v, ok := h.e.appSecrets(h.app)[name]
+	return v, ok
+}

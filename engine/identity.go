@@ -75,7 +75,7 @@ func (e *Engine) Authenticate(ctx context.Context, token string) (Actor, error) 
 // AddUser creates a user and returns the user's first token. Only the
 // admin adds users.
 func (e *Engine) AddUser(ctx context.Context, a Actor, name string) (string, error) {
-	if !a.Admin {
+	if !a.Admin || a.DeviceApp != "" {
 		return "", needAdmin(a, "add users")
 	}
 	if err := ValidUserName(name); err != nil {
@@ -115,6 +115,10 @@ func (e *Engine) CreateApp(ctx context.Context, a Actor, ref string, public bool
 	if a.User == "" {
 		return AppInfo{}, errs.New(errs.Unauthorized, "creating an app needs a credential; pass a token (HANDOFF_TOKEN)")
 	}
+	if a.DeviceApp != "" {
+		return AppInfo{}, &errs.Error{Code: errs.Forbidden, Reason: "device scoped to another app",
+			Message: "device " + a.Device + " may only be used with " + a.DeviceApp}
+	}
 	if !a.Admin && a.User != owner {
 		return AppInfo{}, &errs.Error{Code: errs.Forbidden, Reason: "not the owner",
 			Message: "user " + a.User + " may create apps only under " + a.User + "/; the admin may create apps for anyone"}
@@ -148,6 +152,9 @@ func (e *Engine) Apps(ctx context.Context, a Actor) ([]AppInfo, error) {
 	out := []AppInfo{}
 	for _, sa := range all {
 		ref := sa.Owner + "/" + sa.Name
+		if a.DeviceApp != "" && a.DeviceApp != ref {
+			continue
+		}
 		st, err := e.app(ctx, ref)
 		if err != nil {
 			return nil, err
@@ -167,7 +174,7 @@ func (e *Engine) Apps(ctx context.Context, a Actor) ([]AppInfo, error) {
 // AddMember gives user a role in the app. The owner and the admin manage
 // members.
 func (e *Engine) AddMember(ctx context.Context, a Actor, appRef, user, role string) error {
-	app, err := e.app(ctx, appRef)
+	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
 		return err
 	}
@@ -189,6 +196,43 @@ func (e *Engine) AddMember(ctx context.Context, a Actor, appRef, user, role stri
 	return nil
 }
 
+// RemoveMember takes a role from a user in the app ("" takes them all).
+func (e *Engine) RemoveMember(ctx context.Context, a Actor, appRef, user, role string) error {
+	app, err := e.appAs(ctx, a, appRef)
+	if err != nil {
+		return err
+	}
+	if err := e.mayAdmin(a, app); err != nil {
+		return err
+	}
+	err = e.st.RemoveMember(ctx, app.ID, user, role)
+	if errors.Is(err, store.ErrNotFound) {
+		return errs.New(errs.NotFound, "user %q has no such role in %s; list members with `handoff app member list --app %s`", user, appRef, appRef)
+	}
+	if err != nil {
+		return internal(err)
+	}
+	e.forgetApp(appRef)
+	return nil
+}
+
+// SetPublic opens the app to anonymous readers of its public channels,
+// or closes it again.
+func (e *Engine) SetPublic(ctx context.Context, a Actor, appRef string, public bool) error {
+	app, err := e.appAs(ctx, a, appRef)
+	if err != nil {
+		return err
+	}
+	if err := e.mayAdmin(a, app); err != nil {
+		return err
+	}
+	if err := e.st.SetPublic(ctx, app.ID, public); err != nil {
+		return internal(err)
+	}
+	e.forgetApp(appRef)
+	return nil
+}
+
 // Member is one user's roles in an app.
 type Member struct {
 	User  string   `json:"user"`
@@ -197,7 +241,7 @@ type Member struct {
 
 // Members lists an app's members and their roles.
 func (e *Engine) Members(ctx context.Context, a Actor, appRef string) ([]Member, error) {
-	app, err := e.app(ctx, appRef)
+	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
 		return nil, err
 	}

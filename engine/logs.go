@@ -57,7 +57,7 @@ type LogLine struct {
 
 // Logs lists the app's log lines after the line with ID after.
 func (e *Engine) Logs(ctx context.Context, a Actor, appRef string, after int64, limit int) ([]LogLine, error) {
-	app, err := e.app(ctx, appRef)
+	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
 		return nil, err
 	}

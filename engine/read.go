@@ -232,7 +232,7 @@ func (e *Engine) Databases(ctx context.Context, a Actor, appRef string) ([]strin
 // readable resolves the app and what a may read of it; allDBs lets db be
 // "" for reads that span the whole app.
 func (e *Engine) readable(ctx context.Context, a Actor, appRef, db string, allDBs bool) (*appState, *view, error) {
-	app, err := e.app(ctx, appRef)
+	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -32,7 +32,7 @@ type WriteResult struct {
 // Put writes a document. id may be empty: then the body's _id is used, or
 // a new id is minted.
 func (e *Engine) Put(ctx context.Context, a Actor, appRef, db, id string, body []byte, o PutOptions) (WriteResult, error) {
-	app, err := e.app(ctx, appRef)
+	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
 		return WriteResult{}, err
 	}
@@ -63,7 +63,7 @@ func (e *Engine) Put(ctx context.Context, a Actor, appRef, db, id string, body [
 // Delete writes a tombstone. Deleting a missing or deleted document is
 // not_found.
 func (e *Engine) Delete(ctx context.Context, a Actor, appRef, db, id, ifRev string) (WriteResult, error) {
-	app, err := e.app(ctx, appRef)
+	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
 		return WriteResult{}, err
 	}

@@ -55,7 +55,44 @@ type Identity interface {
 	Apps(ctx context.Context) ([]App, error)
 	// AddMember gives user the role in app; adding it twice is a no-op.
 	AddMember(ctx context.Context, appID int64, user, role string) error
+	// RemoveMember takes role from user ("" takes every role); ErrNotFound
+	// when there was nothing to take.
+	RemoveMember(ctx context.Context, appID int64, user, role string) error
 	Members(ctx context.Context, appID int64) ([]Member, error)
+	// SetPublic opens an app to anonymous readers (of public channels).
+	SetPublic(ctx context.Context, appID int64, public bool) error
+
+	// AddDevice registers a device's public key; ErrExists if the user
+	// already has a device of that name that is not revoked.
+	AddDevice(ctx context.Context, d Device) error
+	// Device returns a user's device by name, revoked ones included.
+	Device(ctx context.Context, user, name string) (*Device, error)
+	Devices(ctx context.Context, user string) ([]Device, error)
+	// RevokeDevice marks a device revoked at at; ErrNotFound if none.
+	RevokeDevice(ctx context.Context, user, name string, at time.Time) error
+
+	// PutSecret stores an app secret, sealed (encrypted) by the engine.
+	PutSecret(ctx context.Context, appID int64, name string, sealed []byte, at time.Time) error
+	// DeleteSecret removes one; ErrNotFound if it does not exist.
+	DeleteSecret(ctx context.Context, appID int64, name string) error
+	Secrets(ctx context.Context, appID int64) ([]Secret, error)
+}
+
+// Device is a registered device credential: a public key only.
+type Device struct {
+	User      string
+	Name      string
+	PublicKey []byte
+	App       string // "owner/name" when scoped to one app
+	Created   time.Time
+	Revoked   time.Time // zero while valid
+}
+
+// Secret is an app secret as stored: sealed, never in clear.
+type Secret struct {
+	Name    string
+	Sealed  []byte
+	Updated time.Time
 }
 
 // Documents keeps heads, the ledger of revisions and the per-app sequence.

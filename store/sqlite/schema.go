@@ -125,6 +125,24 @@ var migrations = []string{
 		fields  TEXT
 	);
 	CREATE INDEX logs_by_app ON logs (app_id, id);
+	-- A device name can be reused once revoked: revoked rows keep their
+	-- history under the time they were revoked.
+	CREATE TABLE devices (
+		user       TEXT NOT NULL REFERENCES users(name),
+		name       TEXT NOT NULL,
+		public_key BLOB NOT NULL,
+		app        TEXT NOT NULL DEFAULT '',
+		created    INTEGER NOT NULL,
+		revoked    INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE UNIQUE INDEX devices_live ON devices (user, name) WHERE revoked = 0;
+	CREATE TABLE secrets (
+		app_id  INTEGER NOT NULL REFERENCES apps(id),
+		name    TEXT NOT NULL,
+		sealed  BLOB NOT NULL,
+		updated INTEGER NOT NULL,
+		PRIMARY KEY (app_id, name)
+	) WITHOUT ROWID;
 	CREATE INDEX revisions_by_db ON revisions (app_id, db, seq);`,
 }
 

@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"time"
+
+	"github.com/handoff-run/handoff/auth"
+	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/store"
+)
+
+// DeviceInfo is a registered device as the API shows it.
+type DeviceInfo struct {
+	Name    string     `json:"name"`
+	User    string     `json:"user"`
+	App     string     `json:"app,omitempty"`
+	Created time.Time  `json:"created"`
+	Revoked *time.Time `json:"revoked,omitempty"`
+}
+
+func deviceInfo(d store.Device) DeviceInfo {
+	info := DeviceInfo{Name: d.Name, User: d.User, App: d.App, Created: d.Created.UTC()}
+	if !d.Revoked.IsZero() {
+		r := d.Revoked.UTC()
+		info.Revoked = &r
+	}
+	return info
+}
+
+// signedIn refuses anonymous callers and devices: devices are managed by
+// the person they belong to, with a token.
+func signedIn(a Actor, what string) error {
+	if a.User == "" {
+		return errs.New(errs.Unauthorized, "%s needs a credential; pass a token (HANDOFF_TOKEN) or run `handoff login`", what)
+	}
+	if a.Device != "" {
+		return &errs.Error{Code: errs.Forbidden, Reason: "devices cannot do this",
+			Message: "a device cannot " + what + "; use your own token (HANDOFF_TOKEN) instead of HANDOFF_DEVICE"}
+	}
+	return nil
+}
+
+// AddDevice registers a device's public key for the calling user,
+// optionally scoped to one app.
+func (e *Engine) AddDevice(ctx context.Context, a Actor, name string, public []byte, appRef string) (DeviceInfo, error) {
+	if err := signedIn(a, "add devices"); err != nil {
+		return DeviceInfo{}, err
+	}
+	if err := ValidUserName(name); err != nil {
+		return DeviceInfo{}, errs.New(errs.Invalid, "device name %q must be 1-64 lowercase letters, digits or '-'", name)
+	}
+	if len(public) != ed25519.PublicKeySize {
+		return DeviceInfo{}, errs.New(errs.Invalid, "the public key must be %d bytes of Ed25519; let `handoff device add` make it", ed25519.PublicKeySize)
+	}
+	if appRef != "" {
+		app, err := e.appAs(ctx, a, appRef)
+		if err != nil {
+			return DeviceInfo{}, err
+		}
+		if err := e.mayRead(a, app); err != nil {
+			return DeviceInfo{}, err
+		}
+	}
+	d := store.Device{User: a.User, Name: name, PublicKey: public, App: appRef, Created: e.clock.Now()}
+	err := e.st.AddDevice(ctx, d)
+	if errors.Is(err, store.ErrExists) {
+		return DeviceInfo{}, errs.New(errs.Exists, "you already have a device named %q; revoke it first with `handoff device revoke %s`, or pick another name", name, name)
+	}
+	if err != nil {
+		return DeviceInfo{}, internal(err)
+	}
+	return deviceInfo(d), nil
+}
+
+// Devices lists the calling user's devices, revoked ones included.
+func (e *Engine) Devices(ctx context.Context, a Actor) ([]DeviceInfo, error) {
+	if err := signedIn(a, "list devices"); err != nil {
+		return nil, err
+	}
+	ds, err := e.st.Devices(ctx, a.User)
+	if err != nil {
+		return nil, internal(err)
+	}
+	out := make([]DeviceInfo, len(ds))
+	for i, d := range ds {
+		out[i] = deviceInfo(d)
+	}
+	return out, nil
+}
+
+// RevokeDevice revokes one of the calling user's devices. The next
+// request it signs is refused: devices are looked up on every request.
+func (e *Engine) RevokeDevice(ctx context.Context, a Actor, name string) error {
+	if err := signedIn(a, "revoke devices"); err != nil {
+		return err
+	}
+	err := e.st.RevokeDevice(ctx, a.User, name, e.clock.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return errs.New(errs.NotFound, "you have no device named %q that is still valid; list them with `handoff device list`", name)
+	}
+	if err != nil {
+		return internal(err)
+	}
+	return nil
+}
+
+// AuthenticateDevice verifies a device-signed request: cred is the
+// Authorization value after "Device ", target the request's path and
+// query, body its bytes. Each token is accepted once.
+func (e *Engine) AuthenticateDevice(ctx context.Context, cred, method, target string, body []byte) (Actor, error) {
+	s, err := auth.ParseSigned(cred)
+	if err != nil {
+		return Actor{}, errs.New(errs.Unauthorized, "%v", err)
+	}
+	d, err := e.st.Device(ctx, s.User, s.Device)
+	if errors.Is(err, store.ErrNotFound) {
+		return Actor{}, errs.New(errs.Unauthorized, "device %s of user %s is not registered; add it with `handoff device add`", s.Device, s.User)
+	}
+	if err != nil {
+		return Actor{}, internal(err)
+	}
+	if !d.Revoked.IsZero() {
+		return Actor{}, errs.New(errs.Unauthorized, "device %s of user %s was revoked on %s; add a new device with `handoff device add`", d.Name, d.User, d.Revoked.UTC().Format(time.RFC3339))
+	}
+	now := e.clock.Now()
+	if err := s.Verify(d.PublicKey, method, target, body, now); err != nil {
+		return Actor{}, errs.New(errs.Unauthorized, "%v", err)
+	}
+	if !e.replays.Fresh(s.NonceKey(), now) {
+		return Actor{}, errs.New(errs.Unauthorized, "this signed request was already used; sign each request anew")
+	}
+	u, err := e.st.User(ctx, d.User)
+	if err != nil {
+		return Actor{}, internal(err)
+	}
+	return Actor{User: u.Name, Admin: u.Admin, Device: d.Name, DeviceApp: d.App}, nil
+}
