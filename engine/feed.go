@@ -20,7 +20,7 @@ import (
 // ring reads its backlog from the store, so resuming from any seq misses
 // nothing and repeats nothing.
 const (
-	ringSize  = 4096
+	ringSize  = 4096 // revisions kept per app (up to twice as many between trims)
 	fetchSize = 500
 )
 
@@ -36,8 +36,8 @@ type appFeed struct {
 	last int64         // the app's latest committed seq
 	wake chan struct{} // closed when last moves
 
-	fetchMu sync.Mutex
-	ring    []store.Revision // the latest revisions, in seq order, no gaps
+	ringMu sync.RWMutex
+	ring   []store.Revision // the latest revisions, in seq order, no gaps
 }
 
 func (e *Engine) feedOf(ctx context.Context, appID int64) (*appFeed, error) {
@@ -94,41 +94,80 @@ func (af *appFeed) state() (int64, <-chan struct{}) {
 // read returns revisions after since, up to limit, from the ring when it
 // holds them and from the store otherwise.
 func (af *appFeed) read(ctx context.Context, st store.Store, since, upTo int64, limit int) ([]store.Revision, error) {
-	af.fetchMu.Lock()
-	defer af.fetchMu.Unlock()
-	// Fill the ring up to upTo, continuing from its end.
+	// Every follower of the app wakes on the same commit: all but the
+	// first find the ring already filled and copy from it together.
+	af.ringMu.RLock()
+	revs, ok := af.fromRing(since, upTo, limit)
+	af.ringMu.RUnlock()
+	if ok {
+		return revs, nil
+	}
+	af.ringMu.Lock()
+	if revs, ok = af.fromRing(since, upTo, limit); !ok {
+		if err := af.fill(ctx, st, since, upTo); err != nil {
+			af.ringMu.Unlock()
+			return nil, err
+		}
+		revs, ok = af.fromRing(since, upTo, limit)
+	}
+	af.ringMu.Unlock()
+	if ok {
+		return revs, nil
+	}
+	// Behind the ring: read the backlog directly, without holding up the
+	// followers that are live.
+	return st.Changes(ctx, af.id, "", since, limit)
+}
+
+// fromRing copies the revisions after since (up to limit) when the ring
+// holds every one of them up to upTo.
+func (af *appFeed) fromRing(since, upTo int64, limit int) ([]store.Revision, bool) {
+	n := len(af.ring)
+	if n == 0 || af.ring[0].Seq > since+1 || af.ring[n-1].Seq < upTo {
+		return nil, false
+	}
+	// Seqs have no gaps, so the position is an index; check it anyway.
+	i := int(since + 1 - af.ring[0].Seq)
+	if i >= n || af.ring[i].Seq != since+1 {
+		return nil, false
+	}
+	out := af.ring[i:]
+	return append([]store.Revision(nil), out[:min(limit, len(out))]...), true
+}
+
+// fill reads the revisions up to upTo into the ring, continuing from its
+// end. The caller holds ringMu.
+func (af *appFeed) fill(ctx context.Context, st store.Store, since, upTo int64) error {
+	// A ring left far behind (nobody read while many commits landed) is
+	// dropped rather than caught up revision by revision: followers that
+	// far back read the store directly anyway.
+	if n := len(af.ring); n > 0 && upTo-af.ring[n-1].Seq > ringSize {
+		af.ring = nil
+	}
 	for {
-		end := int64(0)
+		var end int64
 		if n := len(af.ring); n > 0 {
 			end = af.ring[n-1].Seq
 		} else {
 			end = max(since, upTo-fetchSize)
 		}
 		if end >= upTo {
-			break
+			return nil
 		}
 		revs, err := st.Changes(ctx, af.id, "", end, fetchSize)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if len(revs) == 0 {
-			break
+			return nil
 		}
 		af.ring = append(af.ring, revs...)
-		if over := len(af.ring) - ringSize; over > 0 {
-			af.ring = append(af.ring[:0:0], af.ring[over:]...)
+		// Trim only once the ring has doubled, so a commit costs a copy
+		// of the ring once per ringSize commits, not every time.
+		if len(af.ring) >= 2*ringSize {
+			af.ring = append(af.ring[:0:0], af.ring[len(af.ring)-ringSize:]...)
 		}
 	}
-	if len(af.ring) > 0 && af.ring[0].Seq <= since+1 {
-		i := int(since + 1 - af.ring[0].Seq)
-		if i < 0 {
-			i = 0
-		}
-		out := af.ring[min(i, len(af.ring)):]
-		return append([]store.Revision(nil), out[:min(limit, len(out))]...), nil
-	}
-	// Behind the ring: read the backlog directly.
-	return st.Changes(ctx, af.id, "", since, limit)
 }
 
 // Feed follows the changes of an app (or of one database), filtered by
@@ -156,6 +195,11 @@ func (e *Engine) Follow(ctx context.Context, a Actor, appRef, db string, since i
 	if err != nil {
 		return nil, err
 	}
+	// A position the app never reached (a reader that kept a seq across a
+	// reset of the data) would wait, silently, until the app caught up.
+	if last, _ := af.state(); since > last {
+		return nil, errs.New(errs.Invalid, "since %d is past the latest change of %s (%d); start over with since=0", since, appRef, last)
+	}
 	return &Feed{e: e, af: af, actor: a, ref: appRef, db: db, since: since}, nil
 }
 
@@ -167,6 +211,26 @@ func (f *Feed) Since() int64 { return f.since }
 // with nothing new to show (a heartbeat's turn), and ctx's error when ctx
 // ends.
 func (f *Feed) Next(ctx context.Context, wait time.Duration) (Changes, error) {
+	c := Changes{Changes: []Entry{}}
+	err := f.scan(ctx, wait, func(r store.Revision, visible bool) bool {
+		if visible {
+			c.Changes = append(c.Changes, entry(r))
+		}
+		return visible
+	})
+	if err != nil {
+		return Changes{}, err
+	}
+	c.Last = f.since
+	return c, nil
+}
+
+// scan waits for revisions after the feed's position and hands each one
+// of the feed's database to take, in commit order, with whether the
+// reader may see it. It returns once a page had a revision take kept, or
+// after wait, or with ctx's error; the position moves past every
+// revision handed over.
+func (f *Feed) scan(ctx context.Context, wait time.Duration, take func(r store.Revision, visible bool) bool) error {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
@@ -175,22 +239,21 @@ func (f *Feed) Next(ctx context.Context, wait time.Duration) (Changes, error) {
 			// Grants may have changed since the last page: ask again.
 			app, v, err := f.e.readable(ctx, f.actor, f.ref, f.db, true)
 			if err != nil {
-				return Changes{}, err
+				return err
 			}
 			revs, err := f.af.read(ctx, f.e.st, f.since, last, MaxLimit)
 			if err != nil {
-				return Changes{}, internal(err)
+				return internal(err)
 			}
-			c := Changes{Changes: []Entry{}, Last: f.since}
+			kept := false
 			for _, r := range revs {
-				if (f.db == "" || r.DB == f.db) && v.sees(app, r.DB, r.Channels) {
-					c.Changes = append(c.Changes, entry(r))
+				if (f.db == "" || r.DB == f.db) && take(r, v.sees(app, r.DB, r.Channels)) {
+					kept = true
 				}
-				c.Last = r.Seq
+				f.since = r.Seq
 			}
-			f.since = c.Last
-			if len(c.Changes) > 0 {
-				return c, nil
+			if kept {
+				return nil
 			}
 			if len(revs) > 0 {
 				continue
@@ -198,9 +261,9 @@ func (f *Feed) Next(ctx context.Context, wait time.Duration) (Changes, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return Changes{}, ctx.Err()
+			return ctx.Err()
 		case <-timer.C:
-			return Changes{Changes: []Entry{}, Last: f.since}, nil
+			return nil
 		case <-wake:
 		}
 	}
@@ -274,29 +337,42 @@ func (e *Engine) FollowQuery(ctx context.Context, a Actor, appRef, db, field str
 	return &QueryFeed{Feed: f, path: strings.Split(field, "."), key: k, members: members}, snap, seq, nil
 }
 
-// Next returns the changes that touch the query's result.
+// Next returns the changes that touch the query's result, and the seq
+// it has read up to. It returns no changes after wait with nothing to
+// show (a heartbeat's turn), however many other changes went by.
+//
+// A member of the result that becomes unreadable to the reader (moved to
+// a channel it is not granted, or its grant revoked) leaves the result:
+// its change carries only seq, id, db and time, never the document.
 func (q *QueryFeed) Next(ctx context.Context, wait time.Duration) ([]QueryChange, int64, error) {
-	for {
-		c, err := q.Feed.Next(ctx, wait)
-		if err != nil || len(c.Changes) == 0 {
-			return nil, c.Last, err
-		}
-		var out []QueryChange
-		for _, en := range c.Changes {
-			match := !en.Deleted && q.matches(en.Doc)
-			if match || q.members[en.ID] {
-				out = append(out, QueryChange{Entry: en, Match: match})
+	var out []QueryChange
+	err := q.scan(ctx, wait, func(r store.Revision, visible bool) bool {
+		if !visible {
+			if !q.members[r.ID] {
+				return false
 			}
-			if match {
-				q.members[en.ID] = true
-			} else {
-				delete(q.members, en.ID)
-			}
+			delete(q.members, r.ID)
+			out = append(out, QueryChange{Entry: Entry{Seq: r.Seq, ID: r.ID, DB: r.DB, Time: r.Time.UTC()}})
+			return true
 		}
-		if len(out) > 0 {
-			return out, c.Last, nil
+		en := entry(r)
+		match := !en.Deleted && q.matches(en.Doc)
+		was := q.members[en.ID]
+		if match {
+			q.members[en.ID] = true
+		} else {
+			delete(q.members, en.ID)
 		}
+		if match || was {
+			out = append(out, QueryChange{Entry: en, Match: match})
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return nil, q.since, err
 	}
+	return out, q.since, nil
 }
 
 func (q *QueryFeed) matches(doc json.RawMessage) bool {

@@ -142,7 +142,7 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 		if err != nil {
 			return WriteResult{}, internal(err)
 		}
-		if len(w.Grants) > 0 || head != nil && head.HasGrants {
+		if w.GrantsChanged {
 			app.grants.clear()
 		}
 		e.activity.Add(1)

@@ -235,6 +235,9 @@ type Write struct {
 	// always the union over live documents; a tombstone drops them.
 	Channels []string
 	Grants   []Grant
+	// GrantsChanged is set by Commit: the write made a grant appear or
+	// vanish, so cached answers to "who may read what" are stale.
+	GrantsChanged bool
 	// Event, when set, enqueues the write's onChange event in the same
 	// transaction (the outbox): a committed write never loses its event.
 	Event *EventSpec

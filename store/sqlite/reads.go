@@ -153,7 +153,7 @@ func scanRevisions(rows *sql.Rows, err error) ([]store.Revision, error) {
 }
 
 func (s *Store) GrantsFor(ctx context.Context, appID int64, user string) ([]store.Grant, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT kind, principal, channel FROM grants WHERE app_id = ?
+	rows, err := s.rdb.QueryContext(ctx, `SELECT kind, principal, channel FROM grant_counts WHERE app_id = ?
 		AND (kind IN ('role', 'public') OR (kind IN ('user', 'member') AND principal = ?))`, appID, user)
 	if err != nil {
 		return nil, err

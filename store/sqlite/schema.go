@@ -65,7 +65,16 @@ var migrations = []string{
 		channel   TEXT NOT NULL
 	);
 	CREATE INDEX grants_by_doc ON grants (app_id, db, doc_id);
-	CREATE INDEX grants_by_principal ON grants (app_id, kind, principal);
+	-- grant_counts: how many live documents give each grant. Reads of who
+	-- may see what use it, so their cost does not grow with documents.
+	CREATE TABLE grant_counts (
+		app_id    INTEGER NOT NULL,
+		kind      TEXT NOT NULL,
+		principal TEXT NOT NULL,
+		channel   TEXT NOT NULL,
+		n         INTEGER NOT NULL,
+		PRIMARY KEY (app_id, kind, principal, channel)
+	) WITHOUT ROWID;
 	CREATE TABLE code (
 		app_id  INTEGER NOT NULL REFERENCES apps(id),
 		version INTEGER NOT NULL,

@@ -82,13 +82,19 @@ const (
 		body = excluded.body, seq = excluded.seq, time = excluded.time, channels = excluded.channels,
 		has_grants = excluded.has_grants`
 	sqlDropGrants = `DELETE FROM grants WHERE app_id = ? AND db = ? AND doc_id = ?`
-	sqlAddEvent   = `INSERT INTO events (app_id, seq, depth, next_at) VALUES (?, ?, ?, ?)`
-	sqlAddGrant   = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel) VALUES (?, ?, ?, ?, ?, ?)`
+	sqlDocGrants  = `SELECT kind, principal, channel FROM grants WHERE app_id = ? AND db = ? AND doc_id = ?`
+	sqlCountUp    = `INSERT INTO grant_counts (app_id, kind, principal, channel, n) VALUES (?, ?, ?, ?, 1)
+		ON CONFLICT (app_id, kind, principal, channel) DO UPDATE SET n = n + 1 RETURNING n`
+	sqlCountDown = `UPDATE grant_counts SET n = n - 1 WHERE app_id = ? AND kind = ? AND principal = ? AND channel = ?`
+	sqlCountDrop = `DELETE FROM grant_counts WHERE app_id = ? AND kind = ? AND principal = ? AND channel = ? AND n <= 0`
+	sqlAddEvent  = `INSERT INTO events (app_id, seq, depth, next_at) VALUES (?, ?, ?, ?)`
+	sqlAddGrant  = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel) VALUES (?, ?, ?, ?, ?, ?)`
 )
 
 func newWriter(db *sql.DB) (*writer, error) {
 	w := &writer{db: db, seqs: map[int64]int64{}, dbs: map[dbKey]bool{}, stmts: map[string]*sql.Stmt{}}
-	for _, q := range []string{sqlHead, sqlAppSeq, sqlSetSeq, sqlAddDB, sqlLedger, sqlSaveHead, sqlDropGrants, sqlAddGrant, sqlAddEvent} {
+	for _, q := range []string{sqlHead, sqlAppSeq, sqlSetSeq, sqlAddDB, sqlLedger, sqlSaveHead, sqlDropGrants, sqlAddGrant, sqlAddEvent,
+		sqlDocGrants, sqlCountUp, sqlCountDown, sqlCountDrop} {
 		st, err := db.Prepare(q)
 		if err != nil {
 			return nil, err
@@ -260,13 +266,8 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 		channels, len(grants) > 0); err != nil {
 		return commitRes{}, err
 	}
-	if hadGrants {
-		if _, err := tx.Stmt(w.stmts[sqlDropGrants]).Exec(wr.AppID, wr.DB, wr.ID); err != nil {
-			return commitRes{}, err
-		}
-	}
-	for _, g := range grants {
-		if _, err := tx.Stmt(w.stmts[sqlAddGrant]).Exec(wr.AppID, wr.DB, wr.ID, g.Kind, g.Principal, g.Channel); err != nil {
+	if hadGrants || len(grants) > 0 {
+		if wr.GrantsChanged, err = w.replaceGrants(tx, wr, hadGrants, grants); err != nil {
 			return commitRes{}, err
 		}
 	}
@@ -295,6 +296,81 @@ func parseChannels(s sql.NullString) []string {
 	ch := []string{}
 	_ = json.Unmarshal([]byte(s.String), &ch)
 	return ch
+}
+
+// replaceGrants swaps a document's grants for new ones and keeps
+// grant_counts, the number of live documents giving each grant, so reads
+// of who may see what cost the number of distinct grants, not of
+// documents. It reports whether a grant appeared or vanished.
+func (w *writer) replaceGrants(tx *sql.Tx, wr *store.Write, hadGrants bool, grants []store.Grant) (bool, error) {
+	var old []store.Grant
+	if hadGrants {
+		rows, err := tx.Stmt(w.stmts[sqlDocGrants]).Query(wr.AppID, wr.DB, wr.ID)
+		if err != nil {
+			return false, err
+		}
+		for rows.Next() {
+			var g store.Grant
+			if err := rows.Scan(&g.Kind, &g.Principal, &g.Channel); err != nil {
+				rows.Close()
+				return false, err
+			}
+			old = append(old, g)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return false, err
+		}
+	}
+	if sameGrants(old, grants) {
+		return false, nil // the common case: a document keeps its grants
+	}
+	changed := false
+	for _, g := range old {
+		if _, err := tx.Stmt(w.stmts[sqlCountDown]).Exec(wr.AppID, g.Kind, g.Principal, g.Channel); err != nil {
+			return false, err
+		}
+		res, err := tx.Stmt(w.stmts[sqlCountDrop]).Exec(wr.AppID, g.Kind, g.Principal, g.Channel)
+		if err != nil {
+			return false, err
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			changed = true
+		}
+	}
+	if _, err := tx.Stmt(w.stmts[sqlDropGrants]).Exec(wr.AppID, wr.DB, wr.ID); err != nil {
+		return false, err
+	}
+	for _, g := range grants {
+		if _, err := tx.Stmt(w.stmts[sqlAddGrant]).Exec(wr.AppID, wr.DB, wr.ID, g.Kind, g.Principal, g.Channel); err != nil {
+			return false, err
+		}
+		var n int64
+		if err := tx.Stmt(w.stmts[sqlCountUp]).QueryRow(wr.AppID, g.Kind, g.Principal, g.Channel).Scan(&n); err != nil {
+			return false, err
+		}
+		if n == 1 {
+			changed = true
+		}
+	}
+	return changed, nil
+}
+
+func sameGrants(a, b []store.Grant) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := make(map[store.Grant]int, len(a))
+	for _, g := range a {
+		seen[g]++
+	}
+	for _, g := range b {
+		if seen[g] == 0 {
+			return false
+		}
+		seen[g]--
+	}
+	return true
 }
 
 // watchers are the Store.Watch callbacks.
