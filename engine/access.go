@@ -75,6 +75,7 @@ type appCode struct {
 	version int
 	access  AccessFunc // nil when the version has no access.js
 	backend Backend    // nil when it has no backend.js (or none runs here)
+	broken  bool       // some of it failed to load
 }
 
 // backend returns the app's compiled backend.js, or nil.

@@ -37,7 +37,7 @@ func (e *Engine) loadCode(ctx context.Context, appID int64, ref string) (*appCod
 			// Events stay in the outbox until a version that compiles is
 			// live: nothing is lost, nothing runs broken code.
 			e.log.Error("active backend.js does not compile", "app", ref, "version", cv.Version, "err", err)
-			c.backend = nil
+			c.backend, c.broken = nil, true
 		}
 	}
 	if cv.Access == "" {
@@ -50,6 +50,7 @@ func (e *Engine) loadCode(ctx context.Context, appID int64, ref string) (*appCod
 	if c.access, err = e.rt.CompileAccess(AccessFile, cv.Access); err != nil {
 		e.log.Error("active access.js does not compile", "app", ref, "version", cv.Version, "err", err)
 		c.access = brokenAccess{errs.New(errs.AccessError, "app %s: access.js version %d does not compile (%v); deploy a fixed version or roll back", ref, cv.Version, err)}
+		c.broken = true
 	}
 	return c, nil
 }

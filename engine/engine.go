@@ -136,9 +136,14 @@ func (e *Engine) app(ctx context.Context, ref string) (*appState, error) {
 	if st.code, err = e.loadCode(ctx, a.ID, ref); err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	e.apps[ref] = st
-	e.mu.Unlock()
+	// Code that failed to load is not kept: the failure may be passing
+	// (a load cut short under memory pressure), so the next call tries
+	// again instead of refusing writes until the next deploy.
+	if st.code == nil || !st.code.broken {
+		e.mu.Lock()
+		e.apps[ref] = st
+		e.mu.Unlock()
+	}
 	return st, nil
 }
 

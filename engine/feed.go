@@ -20,7 +20,8 @@ import (
 // ring reads its backlog from the store, so resuming from any seq misses
 // nothing and repeats nothing.
 const (
-	ringSize  = 4096 // revisions kept per app (up to twice as many between trims)
+	ringSize  = 4096
+	ringBytes = 32 << 20 // and at most this much document body per app
 	fetchSize = 500
 )
 
@@ -32,12 +33,19 @@ type feedHub struct {
 type appFeed struct {
 	id int64
 
-	mu   sync.Mutex
-	last int64         // the app's latest committed seq
-	wake chan struct{} // closed when last moves
+	mu        sync.Mutex
+	last      int64         // the app's latest committed seq
+	wake      chan struct{} // closed when last moves
+	followers int           // open Feeds; the ring is let go at 0
 
+	// ring holds the app's latest revisions, n of them from head (a
+	// circular buffer that grows to ringSize slots), without gaps, and
+	// bytes of document bodies at most ringBytes.
 	ringMu sync.RWMutex
-	ring   []store.Revision // the latest revisions, in seq order, no gaps
+	ring   []store.Revision
+	head   int
+	n      int
+	bytes  int
 }
 
 func (e *Engine) feedOf(ctx context.Context, appID int64) (*appFeed, error) {
@@ -120,19 +128,67 @@ func (af *appFeed) read(ctx context.Context, st store.Store, since, upTo int64, 
 }
 
 // fromRing copies the revisions after since (up to limit) when the ring
-// holds every one of them up to upTo.
+// holds every one of them up to upTo. The caller holds ringMu.
 func (af *appFeed) fromRing(since, upTo int64, limit int) ([]store.Revision, bool) {
-	n := len(af.ring)
-	if n == 0 || af.ring[0].Seq > since+1 || af.ring[n-1].Seq < upTo {
+	n := af.n
+	if n == 0 || af.at(0).Seq > since+1 || af.at(n-1).Seq < upTo {
 		return nil, false
 	}
 	// Seqs have no gaps, so the position is an index; check it anyway.
-	i := int(since + 1 - af.ring[0].Seq)
-	if i >= n || af.ring[i].Seq != since+1 {
+	i := int(since + 1 - af.at(0).Seq)
+	if i >= n || af.at(i).Seq != since+1 {
 		return nil, false
 	}
-	out := af.ring[i:]
-	return append([]store.Revision(nil), out[:min(limit, len(out))]...), true
+	out := make([]store.Revision, min(limit, n-i))
+	for k := range out {
+		out[k] = *af.at(i + k)
+	}
+	return out, true
+}
+
+// at is the ring's i-th revision, oldest first.
+func (af *appFeed) at(i int) *store.Revision {
+	return &af.ring[(af.head+i)%len(af.ring)]
+}
+
+// push adds the newest revision to the ring, dropping the oldest ones
+// when it is full.
+func (af *appFeed) push(r store.Revision) {
+	switch {
+	case af.n < len(af.ring):
+		*af.at(af.n) = r
+		af.n++
+	case len(af.ring) < ringSize:
+		// Grow: lay the revisions out from index 0, then append.
+		grown := make([]store.Revision, af.n, min(max(2*af.n, 64), ringSize))
+		for i := range grown {
+			grown[i] = *af.at(i)
+		}
+		af.ring, af.head = append(grown, r), 0
+		af.n++
+	default:
+		af.drop()
+		*af.at(af.n) = r
+		af.n++
+	}
+	af.bytes += len(r.Body)
+	for af.bytes > ringBytes && af.n > 1 {
+		af.drop()
+	}
+}
+
+// drop forgets the oldest revision of the ring.
+func (af *appFeed) drop() {
+	old := af.at(0)
+	af.bytes -= len(old.Body)
+	*old = store.Revision{}
+	af.head = (af.head + 1) % len(af.ring)
+	af.n--
+}
+
+// release forgets the whole ring.
+func (af *appFeed) release() {
+	af.ring, af.head, af.n, af.bytes = nil, 0, 0, 0
 }
 
 // fill reads the revisions up to upTo into the ring, continuing from its
@@ -141,13 +197,13 @@ func (af *appFeed) fill(ctx context.Context, st store.Store, since, upTo int64) 
 	// A ring left far behind (nobody read while many commits landed) is
 	// dropped rather than caught up revision by revision: followers that
 	// far back read the store directly anyway.
-	if n := len(af.ring); n > 0 && upTo-af.ring[n-1].Seq > ringSize {
-		af.ring = nil
+	if af.n > 0 && upTo-af.at(af.n-1).Seq > ringSize {
+		af.release()
 	}
 	for {
 		var end int64
-		if n := len(af.ring); n > 0 {
-			end = af.ring[n-1].Seq
+		if af.n > 0 {
+			end = af.at(af.n - 1).Seq
 		} else {
 			end = max(since, upTo-fetchSize)
 		}
@@ -161,11 +217,8 @@ func (af *appFeed) fill(ctx context.Context, st store.Store, since, upTo int64) 
 		if len(revs) == 0 {
 			return nil
 		}
-		af.ring = append(af.ring, revs...)
-		// Trim only once the ring has doubled, so a commit costs a copy
-		// of the ring once per ringSize commits, not every time.
-		if len(af.ring) >= 2*ringSize {
-			af.ring = append(af.ring[:0:0], af.ring[len(af.ring)-ringSize:]...)
+		for _, r := range revs {
+			af.push(r)
 		}
 	}
 }
@@ -173,12 +226,13 @@ func (af *appFeed) fill(ctx context.Context, st store.Store, since, upTo int64) 
 // Feed follows the changes of an app (or of one database), filtered by
 // what its reader may read.
 type Feed struct {
-	e     *Engine
-	af    *appFeed
-	actor Actor
-	ref   string
-	db    string
-	since int64
+	e      *Engine
+	af     *appFeed
+	actor  Actor
+	ref    string
+	db     string
+	since  int64
+	closed bool
 }
 
 // Follow opens a feed of the app's changes after since; db "" follows
@@ -200,7 +254,30 @@ func (e *Engine) Follow(ctx context.Context, a Actor, appRef, db string, since i
 	if last, _ := af.state(); since > last {
 		return nil, errs.New(errs.Invalid, "since %d is past the latest change of %s (%d); start over with since=0", since, appRef, last)
 	}
+	af.mu.Lock()
+	af.followers++
+	af.mu.Unlock()
 	return &Feed{e: e, af: af, actor: a, ref: appRef, db: db, since: since}, nil
+}
+
+// Close lets the feed go. When the app's last feed closes, the revisions
+// kept for its followers are let go too. Close may be called more than
+// once; a closed feed must not be read again.
+func (f *Feed) Close() {
+	if f.closed {
+		return
+	}
+	f.closed = true
+	af := f.af
+	af.mu.Lock()
+	af.followers--
+	idle := af.followers == 0
+	af.mu.Unlock()
+	if idle {
+		af.ringMu.Lock()
+		af.release()
+		af.ringMu.Unlock()
+	}
 }
 
 // Since is the seq the feed has delivered up to.
@@ -332,6 +409,7 @@ func (e *Engine) FollowQuery(ctx context.Context, a Actor, appRef, db, field str
 	}
 	var k any
 	if err := decodeJSON(key, &k); err != nil {
+		f.Close()
 		return nil, Page{}, 0, errs.New(errs.Invalid, "query key %q is not a JSON value", key)
 	}
 	return &QueryFeed{Feed: f, path: strings.Split(field, "."), key: k, members: members}, snap, seq, nil

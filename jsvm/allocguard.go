@@ -21,6 +21,10 @@ import (
 // slotBytes is what goja spends per array element (an interface value).
 const slotBytes = 16
 
+// bigAlloc is the size from which a guarded builtin counts as a big
+// allocation for the heap watchdog's attribution.
+const bigAlloc = 64 << 10
+
 // lengthMethods are the Array.prototype methods whose work or allocation
 // grows with this.length, including holes: a sparse new Array(2**32-1)
 // costs nothing until one of these walks it.
@@ -97,6 +101,9 @@ func installAllocGuards(vm *VM) error {
 // pass: the builtin itself rejects them with the right RangeError. Outside
 // a call (host code in Setup) there is nothing to stop, so it throws.
 func (g *allocGuard) over(size float64) bool {
+	if size >= bigAlloc {
+		g.vm.bigAllocs.Add(1) // tells the heap watchdog who allocates
+	}
 	if !(size > g.limit) {
 		return false
 	}

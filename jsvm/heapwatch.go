@@ -16,12 +16,13 @@ import (
 // heap size each call started from. When the heap has grown by more than
 // a call's HeapLimit since then, it forces a garbage collection to tell
 // garbage from growth (rate-limited, since a GC is not free), and if the
-// growth is still there it stops every call that has been running through
-// it. A runaway allocator is therefore stopped within a few ticks of
-// crossing the limit; short calls (microseconds) are almost never caught
-// in the crossfire, because they are rarely running at two ticks in a
-// row. Single huge allocations, which could exhaust memory between two
-// ticks, are refused up front by allocguard.go.
+// growth is still there it stops the call. Growth is charged to calls by
+// share: each tick's growth is split among the calls running JS during
+// that tick, so a call that merely overlaps a runaway in another app is
+// charged a small part of it and keeps running, while the runaway, which
+// runs at every tick, is charged the bulk. Single huge allocations, which
+// could exhaust memory between two ticks, are refused up front by
+// allocguard.go.
 
 const (
 	heapTick      = 2 * time.Millisecond
@@ -49,12 +50,16 @@ type heapWatch struct {
 	lastGC  time.Time // watchdog goroutine only
 
 	confirming atomic.Bool // a forced GC is under way
+	prevHeap   uint64      // the last sample, watchdog goroutine only
+	gonePayers int         // retired runtimes that allocated since the last tick (mu)
 }
 
 // watchState is what the watchdog knows of one VM's current call.
 type watchState struct {
-	gen  uint64 // call generation the base belongs to; 0: not measuring
-	base uint64 // lowest heap size seen during the call
+	gen     uint64 // call generation the base belongs to; 0: not measuring
+	base    uint64 // lowest heap size seen during the call
+	charged uint64 // this call's share of the growth seen while it ran
+	allocs  uint64 // the VM's bigAllocs at the last tick
 }
 
 type suspect struct {
@@ -76,7 +81,13 @@ func (w *heapWatch) add(vm *VM) {
 
 func (w *heapWatch) remove(vm *VM) {
 	w.mu.Lock()
-	delete(w.vms, weak.Make(vm))
+	wp := weak.Make(vm)
+	if st := w.vms[wp]; st != nil && vm.bigAllocs.Load() != st.allocs {
+		// It allocated since the last tick and is gone now: the next
+		// tick's growth is partly its own.
+		w.gonePayers++
+	}
+	delete(w.vms, wp)
 	w.mu.Unlock()
 }
 
@@ -142,13 +153,36 @@ func readHeap(s []metrics.Sample) uint64 {
 // was running.
 func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 	heap := readHeap(s)
+	var growth uint64
+	if heap > w.prevHeap && w.prevHeap > 0 {
+		growth = heap - w.prevHeap
+	}
+	w.prevHeap = heap
 	var suspects []suspect
 	w.mu.Lock()
+	type running struct {
+		vm       *VM
+		st       *watchState
+		g        uint64
+		allocing bool // made big allocations since the last tick
+	}
+	var runs []running
+	// payers are the runtimes seen making big allocations since the last
+	// tick, running or not: a call that allocated and ended in between
+	// still takes its share of the growth (charged to nobody).
+	payers := w.gonePayers
+	w.gonePayers = 0
 	for wp, st := range w.vms {
 		vm := wp.Value()
 		if vm == nil {
 			delete(w.vms, wp) // collected without being retired
 			continue
+		}
+		n := vm.bigAllocs.Load()
+		allocing := n != st.allocs
+		st.allocs = n
+		if allocing {
+			payers++
 		}
 		g := vm.active.Load()
 		if g == 0 {
@@ -163,20 +197,41 @@ func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 			continue
 		}
 		if st.gen != g {
-			st.gen, st.base = g, heap
-			continue
+			st.gen, st.base, st.charged = g, heap, 0
 		}
 		if heap < st.base {
 			st.base = heap // a GC ran: growth counts from the low point
 		}
-		limit := uint64(vm.opts.HeapLimit)
-		switch growth := heap - st.base; {
-		case growth > heapHardFactor*limit:
+		runs = append(runs, running{vm, st, g, allocing})
+	}
+	// Growth goes to the calls seen making big allocations; when none
+	// was seen, everyone running shares it. Only the call charged the
+	// most is a suspect, and stopping it forgives the others: what they
+	// were charged was mostly its growth.
+	var top *running
+	for i := range runs {
+		r := &runs[i]
+		switch {
+		case payers == 0:
+			r.st.charged += growth / uint64(len(runs))
+		case r.allocing:
+			r.st.charged += growth / uint64(payers)
+		}
+		if r.st.charged > uint64(r.vm.opts.HeapLimit) && (top == nil || r.st.charged > top.st.charged) {
+			top = r
+		}
+	}
+	if top != nil {
+		limit := uint64(top.vm.opts.HeapLimit)
+		if top.st.charged > heapHardFactor*limit {
 			// No garbage burst explains this much within one call;
 			// waiting for a GC to confirm could cost gigabytes.
-			vm.stop(g, causeHeap)
-		case growth > limit:
-			suspects = append(suspects, suspect{vm: vm, gen: g, base: st.base})
+			top.vm.stop(top.g, causeHeap)
+			for _, r := range runs {
+				r.st.charged = 0
+			}
+		} else {
+			suspects = append(suspects, suspect{vm: top.vm, gen: top.g, base: top.st.base})
 		}
 	}
 	w.mu.Unlock()
@@ -199,6 +254,17 @@ func (w *heapWatch) confirm(suspects []suspect) {
 	for _, sp := range suspects {
 		if heap > sp.base && heap-sp.base > uint64(sp.vm.opts.HeapLimit) {
 			sp.vm.stop(sp.gen, causeHeap)
+			w.forgive()
 		}
+	}
+}
+
+// forgive clears every call's charge after a runaway was stopped: what
+// they were charged was mostly its growth.
+func (w *heapWatch) forgive() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, st := range w.vms {
+		st.charged = 0
 	}
 }

@@ -42,10 +42,13 @@ type VM struct {
 	wake    chan struct{}     // capacity 1: "look at the queue or the cause"
 
 	// Touched only on the goroutine that holds the VM.
-	timer     *time.Timer // reused deadline timer (no per-call allocation)
-	stopAF    func() bool // disarms an Options.AfterFunc deadline
-	stopCtx   func() bool // disarms the context watcher
-	broken    bool        // never reuse: interrupted, overflowed or panicked
+	timer   *time.Timer // reused deadline timer (no per-call allocation)
+	stopAF  func() bool // disarms an Options.AfterFunc deadline
+	stopCtx func() bool // disarms the context watcher
+	broken  bool        // never reuse: interrupted, overflowed or panicked
+	// bigAllocs counts large allocations by guarded builtins (allocguard.go),
+	// which tells the heap watchdog which call is allocating.
+	bigAllocs atomic.Uint64
 	ctx       context.Context
 	callCtx   context.Context // lazily derived from ctx; cancelled when the call ends
 	cancelCtx context.CancelFunc
