@@ -7,6 +7,7 @@ import (
 
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/server/web"
 )
 
 // routes registers the v1 API (docs/api.md). Paths name the app as
@@ -45,7 +46,10 @@ func (s *Server) routes() {
 	s.api("GET "+db+"/changes", s.changes)
 	s.api("POST "+db+"/bulk", s.bulk)
 	s.api("GET "+db+"/transitions", s.transitions)
+	web.Register(s.handle) // the console at / and the browser client module at /client/
 
+	s.identityRoutes()
+	s.fetchRoutes()
 	s.fallbacks()
 }
 

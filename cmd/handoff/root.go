@@ -88,7 +88,7 @@ Exit codes: 0 ok, 1 other error, 2 usage, 3 conflict,
 	c.root = root
 
 	root.AddCommand(c.serveCmd(), c.userCmd(), c.whoamiCmd(), c.appCmd(), c.dbCmd(), c.deployCmd(),
-		c.logsCmd(), c.eventsCmd())
+		c.logsCmd(), c.eventsCmd(), c.benchCmd())
 	return root
 }
 

