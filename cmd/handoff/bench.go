@@ -1,0 +1,131 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+
+	"github.com/spf13/cobra"
+
+	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/bench"
+)
+
+func (c *cli) benchCmd() *cobra.Command {
+	return group("bench", "Measure handoff on this machine", c.benchJobsCmd())
+}
+
+func (c *cli) benchJobsCmd() *cobra.Command {
+	var (
+		o          bench.JobsOptions
+		light      bool
+		cpuProfile string
+		quiet      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "jobs [--jobs N] [--rate R] [--concurrency C] [--light]",
+		Short: "Run the job pattern of examples/jobs in process and time it",
+		Long: `Run the job pattern in this process, on a fresh embedded store in a
+temporary directory (durable: every write is fsynced before it returns),
+with examples/jobs' access.js and backend.js deployed on the real clock.
+Clients put --jobs pending jobs through access.js; the example's onChange
+claims, works and finishes each one.
+
+It reports commit → onChange latency, pending → done latency (from the
+put's return to the commit of the job's done revision), put latency and
+jobs/s sustained (done jobs over the time from the first put to the last
+done), and checks in the ledger that every job reached done exactly once.
+
+The JSON result goes to stdout, a short table to stderr. --light offers
+200 jobs at 100 jobs/s (the latency numbers); the default puts 5000 jobs
+as fast as the clients can (the throughput number). Exit 1 if a job did
+not end done exactly once.`,
+		Args: noArgs,
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			fl := cmd.Flags()
+			if light {
+				if !fl.Changed("jobs") {
+					o.Jobs = 200
+				}
+				if !fl.Changed("rate") {
+					o.Rate = 100
+				}
+				if !fl.Changed("concurrency") {
+					o.Concurrency = 4
+				}
+			}
+			if o.Jobs <= 0 {
+				return usageError{fmt.Sprintf("--jobs must be at least 1, got %d", o.Jobs)}
+			}
+			if o.Rate < 0 {
+				return usageError{fmt.Sprintf("--rate must be 0 (as fast as possible) or more, got %g", o.Rate)}
+			}
+			if o.Concurrency <= 0 {
+				return usageError{fmt.Sprintf("--concurrency must be at least 1, got %d", o.Concurrency)}
+			}
+			if !quiet {
+				o.Progress = c.stderr
+				fmt.Fprintf(c.stderr, "bench jobs: %d jobs, %s, %d clients, durable store in a temp dir\n",
+					o.Jobs, rateText(o.Rate), o.Concurrency)
+			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return errs.New(errs.Invalid, "cannot create the CPU profile %s: %v", cpuProfile, err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return errs.New(errs.Internal, "cannot start the CPU profile: %v", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
+			res, err := bench.Jobs(cmd.Context(), o)
+			if err != nil {
+				return errs.New(errs.Internal, "bench jobs: %v", err)
+			}
+			if !quiet {
+				printJobsTable(c.stderr, res)
+			}
+			enc := json.NewEncoder(c.stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(res); err != nil {
+				return err
+			}
+			if !res.OK {
+				return errs.New(errs.Internal, "bench jobs: %d of %d jobs done exactly once (%d done twice, %d not done)",
+					res.Done, res.Jobs, res.DoneTwice, res.NotDone)
+			}
+			return nil
+		}),
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&o.Jobs, "jobs", 5000, "jobs to put")
+	fl.Float64Var(&o.Rate, "rate", 0, "jobs offered per second (0: as fast as the clients can)")
+	fl.IntVar(&o.Concurrency, "concurrency", 16, "clients putting jobs at once")
+	fl.BoolVar(&light, "light", false, "light load for the latency numbers: 200 jobs at 100 jobs/s, 4 clients (unless set)")
+	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	fl.BoolVar(&quiet, "quiet", false, "no progress lines and no table on stderr")
+	return cmd
+}
+
+func rateText(r float64) string {
+	if r == 0 {
+		return "as fast as possible"
+	}
+	return fmt.Sprintf("%g jobs/s offered", r)
+}
+
+func printJobsTable(w io.Writer, r *bench.JobsResult) {
+	row := func(name string, l bench.Latency) {
+		fmt.Fprintf(w, "  %-20s %9.3f %9.3f %9.3f %9.3f %8d\n", name, l.P50, l.P90, l.P99, l.Max, l.Count)
+	}
+	fmt.Fprintf(w, "  %-20s %9s %9s %9s %9s %8s\n", "latency (ms)", "p50", "p90", "p99", "max", "n")
+	row("commit → onChange", r.Delivery)
+	row("pending → done", r.Job)
+	row("put", r.Put)
+	fmt.Fprintf(w, "  %d jobs in %.2f s: %.0f jobs/s, %.2f ms of CPU per job (%.1f cores)\n",
+		r.Jobs, r.WallSeconds, r.JobsPerSec, r.CPUMsPerJob, r.CPUCores)
+	fmt.Fprintf(w, "  done exactly once: %d, twice: %d, not done: %d\n", r.Done, r.DoneTwice, r.NotDone)
+}

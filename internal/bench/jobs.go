@@ -1,0 +1,472 @@
+// Package bench measures handoff end to end, in process, on the real
+// durable store: what `handoff bench` runs. It lives outside cmd/ so the
+// command stays thin and the measurement can be tested on its own.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/handoff-run/handoff/access"
+	"github.com/handoff-run/handoff/backend"
+	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/examples"
+	"github.com/handoff-run/handoff/store"
+	"github.com/handoff-run/handoff/store/sqlite"
+)
+
+// The app, database and user the job benchmark runs as.
+const (
+	jobsApp   = "bench/jobs"
+	jobsDB    = "jobs"
+	jobsOwner = "bench"
+	jobPrefix = "job-"
+	// maxPutTries bounds the tries of one job's put.
+	maxPutTries = 3
+)
+
+// JobsOptions configure a run of the job pattern benchmark.
+type JobsOptions struct {
+	Jobs        int     // jobs to put; default 5000
+	Rate        float64 // jobs offered per second; 0 puts them as fast as the clients can
+	Concurrency int     // clients putting jobs at once; default 16
+	// Dir is the data directory; "" makes a temporary one, removed after.
+	Dir string
+	// Timeout bounds the wait for the last job to be done; default one
+	// minute plus 10 ms per job.
+	Timeout time.Duration
+	// Logger gets the server's own log lines (errors of the engine);
+	// default: discarded below warnings, to stderr.
+	Logger *slog.Logger
+	// Progress, when set, gets a line now and then while the run lasts.
+	Progress io.Writer
+}
+
+// Latency summarises durations in milliseconds.
+type Latency struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	Max   float64 `json:"max_ms"`
+}
+
+func summarize(d []time.Duration) Latency {
+	if len(d) == 0 {
+		return Latency{}
+	}
+	slices.Sort(d)
+	at := func(q float64) float64 {
+		i := int(q * float64(len(d)))
+		if i >= len(d) {
+			i = len(d) - 1
+		}
+		return ms(d[i])
+	}
+	return Latency{Count: len(d), P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: ms(d[len(d)-1])}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// JobsResult is what one run measured.
+type JobsResult struct {
+	Jobs        int     `json:"jobs"`
+	Rate        float64 `json:"rate"` // offered jobs/s, 0: as fast as possible
+	Concurrency int     `json:"concurrency"`
+	GOMAXPROCS  int     `json:"gomaxprocs"`
+
+	// WallSeconds runs from the first put to the commit of the last done.
+	WallSeconds float64 `json:"wall_seconds"`
+	// JobsPerSec is done jobs over WallSeconds.
+	JobsPerSec float64 `json:"jobs_per_sec"`
+	// Delivery is commit → onChange: from the moment each write became
+	// durable (its Commit returned) to the start of the first onChange run
+	// of its event, as engine.Options.OnDelivery reports it.
+	Delivery Latency `json:"commit_to_onchange"`
+	// Job is pending → done: from the return of the job's put (durable)
+	// to the return of the commit of its done revision.
+	Job Latency `json:"pending_to_done"`
+	// Put is the latency of the clients' puts (each one fsynced).
+	Put Latency `json:"put"`
+	// PutRetries counts puts tried again after access.js ran past its
+	// deadline or the engine was overloaded (a stalled machine).
+	PutRetries int `json:"put_retries"`
+	// CPUMsPerJob is the process's CPU time (user + system) over the
+	// same span as WallSeconds, per job: what a job costs whatever else
+	// runs on the machine. CPUCores is that CPU time over the wall time.
+	CPUMsPerJob float64 `json:"cpu_ms_per_job"`
+	CPUCores    float64 `json:"cpu_cores"`
+
+	// Done counts jobs whose ledger holds exactly one transition into
+	// done and whose head is done; DoneTwice those with more than one;
+	// NotDone those that never got there.
+	Done      int  `json:"done"`
+	DoneTwice int  `json:"done_twice"`
+	NotDone   int  `json:"not_done"`
+	Events    int  `json:"events_left"` // outbox events still waiting at the end
+	OK        bool `json:"ok"`          // every job done exactly once
+}
+
+// watchStore is the durable store with two hooks, both outside the
+// writer goroutine and free of reads, so they add nothing to a commit:
+//
+//   - Commit notes when each write with an onChange event became durable
+//     (the moment Commit returns to its caller), and when a job's done
+//     revision did;
+//   - ClaimEvents hands the deliverer each event with its revision's time
+//     replaced by that commit time. The engine reports OnDelivery from the
+//     revision's time, which is stamped before access.js runs and before
+//     the fsync; with the commit time, the number is commit → onChange.
+//     Nothing else reads the time of a claimed event.
+type watchStore struct {
+	*sqlite.Store
+	done func(id string, at time.Time)
+
+	mu        sync.Mutex
+	committed map[int64]time.Time // seq -> durable (events not claimed yet)
+}
+
+var doneMark = []byte(`"done"`)
+
+func (s *watchStore) Commit(ctx context.Context, w *store.Write) (int64, error) {
+	seq, err := s.Store.Commit(ctx, w)
+	if err != nil {
+		return seq, err
+	}
+	at := time.Now()
+	if w.Event != nil {
+		s.mu.Lock()
+		s.committed[seq] = at
+		s.mu.Unlock()
+	}
+	if w.DB == jobsDB && !w.Deleted && bytes.Contains(w.Body, doneMark) {
+		var st struct {
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(w.Body, &st) == nil && st.Status == "done" {
+			s.done(w.ID, at)
+		}
+	}
+	return seq, nil
+}
+
+func (s *watchStore) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
+	evs, err := s.Store.ClaimEvents(ctx, appID, now, limit, lease)
+	s.mu.Lock()
+	for i := range evs {
+		if at, ok := s.committed[evs[i].Seq]; ok {
+			evs[i].Rev.Time = at
+			delete(s.committed, evs[i].Seq)
+		}
+	}
+	s.mu.Unlock()
+	return evs, err
+}
+
+// Jobs runs the job pattern of examples/jobs on a fresh durable store:
+// clients put jobs through access.js, the example's onChange claims, works
+// and finishes each one, and the run ends when every job is done and the
+// outbox is empty.
+func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
+	if o.Jobs <= 0 {
+		o.Jobs = 5000
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 16
+	}
+	if o.Rate < 0 {
+		return nil, errors.New("rate must be 0 (as fast as possible) or more")
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = time.Minute + time.Duration(o.Jobs)*10*time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	dir := o.Dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "handoff-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	accessJS, err := examples.Jobs.ReadFile("jobs/access.js")
+	if err != nil {
+		return nil, err
+	}
+	backendJS, err := examples.Jobs.ReadFile("jobs/backend.js")
+	if err != nil {
+		return nil, err
+	}
+
+	// Times are kept per job, by the number in its id.
+	n := o.Jobs
+	putDone := make([]time.Time, n)   // the put returned
+	doneAt := make([]atomic.Int64, n) // the done revision committed (unix ns)
+	doneCount := make([]atomic.Int32, n)
+	var finished atomic.Int64
+	allDone := make(chan struct{})
+	var deliveryMu sync.Mutex
+	delivery := make([]time.Duration, 0, 3*n)
+
+	sq, err := sqlite.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	st := &watchStore{Store: sq, committed: map[int64]time.Time{}, done: func(id string, at time.Time) {
+		i, ok := jobIndex(id, n)
+		if !ok {
+			return
+		}
+		if doneCount[i].Add(1) == 1 {
+			doneAt[i].Store(at.UnixNano())
+			if finished.Add(1) == int64(n) {
+				close(allDone)
+			}
+		}
+	}}
+	defer st.Close()
+	e := engine.New(st, engine.Options{
+		Logger:   o.Logger,
+		Runtime:  access.New(access.Options{}),
+		Backends: backend.New(backend.Options{Logger: o.Logger}),
+		OnDelivery: func(wait time.Duration) {
+			deliveryMu.Lock()
+			delivery = append(delivery, wait)
+			deliveryMu.Unlock()
+		},
+	})
+	admin := engine.Actor{User: engine.AdminUser, Admin: true, Path: "cli"}
+	if _, err := e.Bootstrap(ctx, ""); err != nil {
+		return nil, err
+	}
+	if _, err := e.AddUser(ctx, admin, jobsOwner); err != nil {
+		return nil, err
+	}
+	if _, err := e.CreateApp(ctx, admin, jobsApp, false); err != nil {
+		return nil, err
+	}
+	if _, err := e.Deploy(ctx, admin, jobsApp, string(accessJS), string(backendJS)); err != nil {
+		return nil, fmt.Errorf("deploying examples/jobs: %w", err)
+	}
+	if err := e.Start(ctx); err != nil {
+		return nil, err
+	}
+	defer e.Close()
+
+	// The clients: each takes the next job number when it is due and
+	// puts the job as the owner, through access.js, like `handoff db put`.
+	owner := engine.Actor{User: jobsOwner, Path: "cli"}
+	var next, retries atomic.Int64
+	putLat := make([]time.Duration, n)
+	errc := make(chan error, o.Concurrency)
+	cpu0 := cpuTime()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range o.Concurrency {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if o.Rate > 0 {
+					due := start.Add(time.Duration(float64(i) / o.Rate * float64(time.Second)))
+					if d := time.Until(due); d > 0 {
+						time.Sleep(d)
+					}
+				}
+				body := fmt.Appendf(nil, `{"kind":"job","status":"pending","attempts":0,"input":"bench job number %d: count these words"}`, i)
+				t0 := time.Now()
+				_, err := e.Put(ctx, owner, jobsApp, jobsDB, jobID(i), body, engine.PutOptions{})
+				// A put refused before its commit because the machine
+				// stalled (access.js past its deadline, overload) is
+				// tried again, and counted.
+				for try := 1; try < maxPutTries && (errs.Is(err, errs.AccessError) || errs.Is(err, errs.Unavailable)); try++ {
+					retries.Add(1)
+					_, err = e.Put(ctx, owner, jobsApp, jobsDB, jobID(i), body, engine.PutOptions{})
+				}
+				if err != nil {
+					errc <- fmt.Errorf("putting %s: %w", jobID(i), err)
+					return
+				}
+				t1 := time.Now()
+				putLat[i], putDone[i] = t1.Sub(t0), t1
+			}
+		})
+	}
+	stopProgress := progress(o.Progress, n, &next, &finished)
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		stopProgress()
+		return nil, err
+	}
+	select {
+	case <-allDone:
+	case <-time.After(o.Timeout):
+	case <-ctx.Done():
+	}
+	stopProgress()
+	cpu, cpuWall := cpuTime()-cpu0, time.Since(start)
+	end := time.Now()
+	if finished.Load() == int64(n) {
+		var last int64
+		for i := range doneAt {
+			last = max(last, doneAt[i].Load())
+		}
+		end = time.Unix(0, last)
+	}
+	// Let the outbox drain (the done revisions' own events), so the
+	// check below sees the final ledger.
+	left, err := drain(ctx, e, admin, 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+
+	res := &JobsResult{Jobs: n, Rate: o.Rate, Concurrency: o.Concurrency, GOMAXPROCS: runtime.GOMAXPROCS(0),
+		Events: left, PutRetries: int(retries.Load())}
+	res.WallSeconds = end.Sub(start).Seconds()
+	res.JobsPerSec = float64(finished.Load()) / res.WallSeconds
+	res.CPUMsPerJob = ms(cpu) / float64(n)
+	res.CPUCores = cpu.Seconds() / cpuWall.Seconds()
+	deliveryMu.Lock()
+	res.Delivery = summarize(delivery)
+	deliveryMu.Unlock()
+	jobLat := make([]time.Duration, 0, n)
+	for i := range n {
+		if at := doneAt[i].Load(); at != 0 && !putDone[i].IsZero() {
+			jobLat = append(jobLat, max(0, time.Unix(0, at).Sub(putDone[i])))
+		}
+	}
+	res.Job = summarize(jobLat)
+	res.Put = summarize(putLat)
+	if err := checkLedger(ctx, e, owner, n, res); err != nil {
+		return nil, err
+	}
+	// The commit hook must tell the same story as the ledger.
+	twice := 0
+	for i := range n {
+		if doneCount[i].Load() > 1 {
+			twice++
+		}
+	}
+	res.DoneTwice = max(res.DoneTwice, twice)
+	res.OK = res.Done == n && res.DoneTwice == 0 && res.NotDone == 0
+	return res, nil
+}
+
+func jobID(i int) string { return fmt.Sprintf("%s%07d", jobPrefix, i) }
+
+func jobIndex(id string, n int) (int, bool) {
+	s, ok := strings.CutPrefix(id, jobPrefix)
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(s)
+	return i, err == nil && i >= 0 && i < n
+}
+
+// drain waits until the app's outbox is empty, up to limit; it returns
+// how many events are still waiting.
+func drain(ctx context.Context, e *engine.Engine, admin engine.Actor, limit time.Duration) (int, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		evs, err := e.Events(ctx, admin, jobsApp, false, 0, engine.MaxLimit)
+		if err != nil {
+			return 0, err
+		}
+		if len(evs) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			return len(evs), nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkLedger reads the jobs database's changes feed — every committed
+// revision — and counts, per job, the revisions that moved it into done.
+// Exactly one is the property the job pattern promises; a second would
+// mean a job was finished twice.
+func checkLedger(ctx context.Context, e *engine.Engine, owner engine.Actor, n int, res *JobsResult) error {
+	type state struct {
+		status string
+		dones  int
+	}
+	jobs := make([]state, n)
+	var since int64
+	for {
+		page, err := e.Changes(ctx, owner, jobsApp, jobsDB, since, engine.MaxLimit)
+		if err != nil {
+			return err
+		}
+		for _, c := range page.Changes {
+			i, ok := jobIndex(c.ID, n)
+			if !ok {
+				continue
+			}
+			var d struct {
+				Status string `json:"status"`
+			}
+			if err := json.Unmarshal(c.Doc, &d); err != nil {
+				return fmt.Errorf("revision %d of %s: %w", c.Seq, c.ID, err)
+			}
+			if d.Status == "done" && jobs[i].status != "done" {
+				jobs[i].dones++
+			}
+			jobs[i].status = d.Status
+		}
+		if len(page.Changes) == 0 || page.Last == since {
+			break
+		}
+		since = page.Last
+	}
+	for _, j := range jobs {
+		switch {
+		case j.dones > 1:
+			res.DoneTwice++
+		case j.dones == 1 && j.status == "done":
+			res.Done++
+		default:
+			res.NotDone++
+		}
+	}
+	return nil
+}
+
+// progress prints a line a second while the run lasts.
+func progress(w io.Writer, n int, put, done *atomic.Int64) (stop func()) {
+	if w == nil {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	var once sync.Once
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "  … %d/%d put, %d done\n", min(put.Load(), int64(n)), n, done.Load())
+			}
+		}
+	}()
+	return func() { once.Do(func() { close(quit) }) }
+}
