@@ -1,0 +1,33 @@
+package testenv
+
+import (
+	"context"
+
+	"github.com/handoff-run/handoff/engine"
+)
+
+// accessRuntime counts access.js calls as work in progress, like store
+// calls: a decision is CPU work in the middle of a write, between the
+// read of the head and the commit, and nothing else moves while it runs.
+type accessRuntime struct {
+	engine.Runtime
+	st *Store
+}
+
+func (r accessRuntime) CompileAccess(filename, source string) (engine.AccessFunc, error) {
+	f, err := r.Runtime.CompileAccess(filename, source)
+	if err != nil {
+		return nil, err
+	}
+	return accessFunc{AccessFunc: f, st: r.st}, nil
+}
+
+type accessFunc struct {
+	engine.AccessFunc
+	st *Store
+}
+
+func (f accessFunc) Check(ctx context.Context, in engine.AccessInput) (engine.AccessDecision, error) {
+	defer f.st.enter()()
+	return f.AccessFunc.Check(ctx, in)
+}
