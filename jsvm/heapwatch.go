@@ -134,7 +134,7 @@ func (w *heapWatch) anyActive() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for wp := range w.vms {
-		if vm := wp.Value(); vm != nil && vm.active.Load() != 0 {
+		if vm := wp.Value(); vm != nil && vm.active.Load() != 0 && !vm.waiting.Load() {
 			return true
 		}
 	}
@@ -189,13 +189,13 @@ func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 			st.gen = 0
 			continue
 		}
-		busy = true
 		if vm.waiting.Load() {
 			// Awaiting the host allocates nothing in JS; measure
-			// afresh when it resumes.
+			// afresh when it resumes (which kicks the watchdog).
 			st.gen = 0
 			continue
 		}
+		busy = true
 		if st.gen != g {
 			st.gen, st.base, st.charged = g, heap, 0
 		}

@@ -180,5 +180,8 @@ func (vm *VM) next() (func(*VM) error, error) {
 		vm.waiting.Store(true)
 		<-vm.wake
 		vm.waiting.Store(false)
+		if vm.opts.HeapLimit > 0 {
+			watchdog.kick() // it may have parked while every call waited
+		}
 	}
 }
