@@ -55,7 +55,8 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"frob"}, `unknown command "frob"`},
 		{[]string{"app", "member", "add", "--app", "a/b", "bob"}, `"role" not set`},
 		{[]string{"serve", "--postgres", "postgres://x"}, "--postgres is not supported yet"},
-		{[]string{"serve", "--app", "a/b=./dir"}, "--app is not supported yet"},
+		{[]string{"serve", "--app", "a/b=./no-such-dir"}, "is not a folder"},
+		{[]string{"serve", "--app", "A/b=."}, "owner/name"},
 		{[]string{"db", "import", "--app", "a/b", "--db", "d", "f", "--batch", "0"}, "--batch"},
 	}
 	for _, tc := range cases {
