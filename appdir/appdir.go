@@ -1,13 +1,16 @@
-// Package appdir reads an app's folder: access.js and backend.js, as
-// `handoff deploy` uploads them and `handoff serve --app` mounts them.
+// Package appdir reads an app's folder: access.js, backend.js and the
+// static files under public/, as `handoff deploy` uploads them and
+// `handoff serve --app` mounts them.
 package appdir
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/handoff-run/handoff/engine"
@@ -20,14 +23,20 @@ const (
 	BackendFile = engine.BackendFile
 )
 
+// StaticDir is the folder of static files inside an app's folder.
+const StaticDir = engine.StaticDir
+
 // Code is the sources found in a folder; a missing file is "".
 type Code struct {
 	Access  string
 	Backend string
+	// Files are the static files under public/, by slash-separated path
+	// relative to it; nil without a public/ folder.
+	Files map[string][]byte
 }
 
-// Read reads the code in dir. A folder with neither file is an error: it
-// is almost always the wrong folder.
+// Read reads the code in dir. A folder with none of the files is an
+// error: it is almost always the wrong folder.
 func Read(dir string) (Code, error) {
 	var c Code
 	var err error
@@ -37,10 +46,86 @@ func Read(dir string) (Code, error) {
 	if c.Backend, err = readOptional(filepath.Join(dir, BackendFile)); err != nil {
 		return Code{}, err
 	}
-	if c.Access == "" && c.Backend == "" {
-		return Code{}, errs.New(errs.Invalid, "%s holds neither %s nor %s; point at the app's folder", dir, AccessFile, BackendFile)
+	if c.Files, err = ReadStatic(filepath.Join(dir, StaticDir)); err != nil {
+		return Code{}, err
+	}
+	if c.Access == "" && c.Backend == "" && len(c.Files) == 0 {
+		return Code{}, errs.New(errs.Invalid, "%s holds neither %s, %s nor a %s/ folder; point at the app's folder", dir, AccessFile, BackendFile, StaticDir)
 	}
 	return c, nil
+}
+
+// ReadStatic reads every regular file under dir (an app's public/), nil
+// when dir does not exist. Names starting with "." are skipped (.git,
+// .DS_Store), except .well-known. A symbolic link is refused rather than
+// followed: it could reach files outside the app's folder. The limits of
+// the engine apply here too, so an oversized folder fails before upload.
+func ReadStatic(dir string) (map[string][]byte, error) {
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, errs.New(errs.Invalid, "cannot read %s: %v", dir, err)
+	}
+	if !fi.IsDir() {
+		return nil, errs.New(errs.Invalid, "%s is not a folder; static files go in a folder named %s", dir, StaticDir)
+	}
+	files := map[string][]byte{}
+	total := 0
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return errs.New(errs.Invalid, "cannot read %s: %v", p, err)
+		}
+		if p == dir {
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), ".") && d.Name() != ".well-known" {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return errs.New(errs.Invalid, "cannot read %s: %v", p, err)
+		}
+		rel = filepath.ToSlash(rel)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			return errs.New(errs.Invalid, "%s is a symbolic link; copy the file into %s/ instead, since a link could reach outside the app's folder", p, StaticDir)
+		case d.IsDir():
+			return nil
+		case !d.Type().IsRegular():
+			return errs.New(errs.Invalid, "%s is not a regular file; %s/ may hold only files and folders", p, StaticDir)
+		}
+		if err := engine.ValidStaticPath(rel); err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return errs.New(errs.Invalid, "cannot read %s: %v", p, err)
+		}
+		if info.Size() > engine.MaxStaticFileBytes {
+			return errs.New(errs.TooLarge, "%s is %d bytes; the limit of one static file is %d", p, info.Size(), engine.MaxStaticFileBytes)
+		}
+		if len(files) == engine.MaxStaticFiles {
+			return errs.New(errs.TooLarge, "%s holds more than %d files, the limit", dir, engine.MaxStaticFiles)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return errs.New(errs.Invalid, "cannot read %s: %v", p, err)
+		}
+		if total += len(b); total > engine.MaxStaticTotalBytes {
+			return errs.New(errs.TooLarge, "%s holds more than %d bytes, the limit", dir, engine.MaxStaticTotalBytes)
+		}
+		files[rel] = b
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return files, nil
 }
 
 func readOptional(path string) (string, error) {
@@ -74,17 +159,24 @@ func Watch(ctx context.Context, dir string, interval time.Duration, changed func
 	}
 }
 
-type fileStamp struct {
-	size int64
-	mod  time.Time
-}
-
-func stamp(dir string) [2]fileStamp {
-	var s [2]fileStamp
-	for i, name := range []string{AccessFile, BackendFile} {
+// stamp sums up the code files and everything under public/: a change to
+// any of them (an edit, a new or removed file) changes the stamp.
+func stamp(dir string) string {
+	var b strings.Builder
+	for _, name := range []string{AccessFile, BackendFile} {
 		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil {
-			s[i] = fileStamp{fi.Size(), fi.ModTime()}
+			fmt.Fprintf(&b, "%s %d %d\n", name, fi.Size(), fi.ModTime().UnixNano())
 		}
 	}
-	return s
+	static := filepath.Join(dir, StaticDir)
+	_ = filepath.WalkDir(static, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			fmt.Fprintf(&b, "%s %d %d %v\n", p, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
+		}
+		return nil
+	})
+	return b.String()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,41 @@ func TestWatchSeesChanges(t *testing.T) {
 		case <-changed:
 			return
 		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func TestReadStatic(t *testing.T) {
+	dir := t.TempDir()
+	write := func(p, s string) {
+		t.Helper()
+		path := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("public/index.html", "hi")
+	write("public/a/b/c.txt", "c")
+	write("public/.git/HEAD", "skipped")
+	write("public/.well-known/security.txt", "kept")
+	c, err := Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Files) != 3 || string(c.Files["index.html"]) != "hi" || string(c.Files["a/b/c.txt"]) != "c" ||
+		string(c.Files[".well-known/security.txt"]) != "kept" {
+		t.Fatalf("files: %v", c.Files)
+	}
+	// A folder with only public/ is an app folder.
+	if c.Access != "" || c.Backend != "" {
+		t.Fatalf("code: %+v", c)
+	}
+	if err := os.Symlink(filepath.Join(dir, "public", "index.html"), filepath.Join(dir, "public", "link.html")); err == nil {
+		if _, err := Read(dir); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "symbolic link") {
+			t.Fatalf("symlink: %v", err)
 		}
 	}
 }

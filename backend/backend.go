@@ -2,8 +2,9 @@
 // JavaScript VM (DESIGN §4). It implements engine.BackendCompiler: the
 // engine decides when an event is delivered or a tick is due and what a
 // handler's writes may do (engine.HandlerContext); this package only turns
-// that into a call of the user's onChange or scheduled, with the ctx,
-// console and timers that code expects, and reports how the call ended.
+// that into a call of the user's onChange, scheduled or fetch, with the
+// ctx, console, timers and web globals that code expects, and reports how
+// the call ended.
 //
 // The files follow the life of a call:
 //
@@ -14,6 +15,10 @@
 //   - ctx.go, dberror.go: the handler's ctx (db, log, app, secrets) and the
 //     Errors its db methods reject with.
 //   - timers.go, console.go: the globals setTimeout/clearTimeout and console.
+//   - fetch_handler.go: Fetch, the app's HTTP lane (fetch(request, ctx)).
+//   - web.go, web.js: Headers, Request, Response, TextEncoder/Decoder and
+//     crypto (HMAC, digests); fetch_out.go and fetch_config.go: the global
+//     fetch and config.fetch, its allow list and limits.
 package backend
 
 import (
@@ -72,8 +77,7 @@ func New(o Options) *Compiler {
 	return &Compiler{o: o}
 }
 
-// handlerNames are the exports handoff calls. fetch is recognised (Has)
-// so the engine can route webhooks to it; it is not run by this package.
+// handlerNames are the exports handoff calls.
 var handlerNames = []string{"onChange", "scheduled", "fetch"}
 
 // Backend is one compiled backend.js. It owns two pools of runtimes: one
@@ -89,6 +93,7 @@ type Backend struct {
 	handlers []string   // exported handler functions, of handlerNames
 	tick     *jsvm.Pool // 1 runtime: config, scheduled
 	change   *jsvm.Pool // Concurrency runtimes: onChange; nil without onChange
+	serve    *jsvm.Pool // fetchConcurrency runtimes: fetch; nil without fetch
 }
 
 var _ engine.Backend = (*Backend)(nil)
@@ -118,6 +123,13 @@ func (c *Compiler) CompileBackend(filename, source string) (engine.Backend, erro
 		b.change, err = jsvm.NewPool(prog, b.poolOptions(b.cfg.OnChange.Concurrency, b.cfg.OnChange.Timeout))
 		if err != nil {
 			b.tick.Close()
+			return nil, codeError(err)
+		}
+	}
+	if b.Has("fetch") {
+		b.serve, err = jsvm.NewPool(prog, b.poolOptions(fetchConcurrency, engine.FetchRunTimeout))
+		if err != nil {
+			b.Close()
 			return nil, codeError(err)
 		}
 	}
@@ -201,5 +213,8 @@ func (b *Backend) Close() {
 	b.tick.Close()
 	if b.change != nil {
 		b.change.Close()
+	}
+	if b.serve != nil {
+		b.serve.Close()
 	}
 }

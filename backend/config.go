@@ -42,6 +42,8 @@ func (b *Backend) readConfig(ctx context.Context) (engine.BackendConfig, error) 
 	cfg.OnChange.Concurrency = engine.DefaultConcurrency
 	cfg.OnChange.Timeout = engine.DefaultRunTimeout
 	cfg.OnChange.MaxAttempts = engine.DefaultMaxAttempts
+	cfg.Fetch.Timeout = engine.DefaultFetchTimeout
+	cfg.Fetch.MaxBytes = engine.DefaultFetchMaxBytes
 	err := b.tick.Value(ctx, "config", func(vm *jsvm.VM, v goja.Value) error {
 		r := configReader{file: b.file}
 		return r.read(v, &cfg)
@@ -78,8 +80,10 @@ func (r configReader) read(v goja.Value, cfg *engine.BackendConfig) error {
 			err = r.scheduled(val, cfg)
 		case "onChange":
 			err = r.onChange(val, cfg)
+		case "fetch":
+			err = r.fetch(val, cfg)
 		default:
-			err = r.fail("."+key, "is not a setting; config has scheduled and onChange")
+			err = r.fail("."+key, "is not a setting; config has scheduled, onChange and fetch")
 		}
 		if err != nil {
 			return err

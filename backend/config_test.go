@@ -63,7 +63,7 @@ func TestConfigRefused(t *testing.T) {
 	}{
 		{`5`, []string{"config is 5", "write an object"}},
 		{`[]`, []string{"config is an array"}},
-		{`{ retries: 3 }`, []string{"config.retries is not a setting", "scheduled and onChange"}},
+		{`{ retries: 3 }`, []string{"config.retries is not a setting", "scheduled, onChange and fetch"}},
 		{`{ scheduled: "30s" }`, []string{`config.scheduled is "30s"`, `interval: "30s"`}},
 		{`{ scheduled: { every: "30s" } }`, []string{"config.scheduled.every is not a setting"}},
 		{`{ scheduled: { interval: "90x" } }`, []string{`config.scheduled.interval is "90x"`, `e.g. interval: "30s"`}},

@@ -43,7 +43,7 @@ type runtime struct {
 // call is one handler invocation.
 type call struct {
 	hc      engine.HandlerContext
-	handler string // "onChange" or "scheduled"
+	handler string // "onChange", "scheduled" or "fetch"
 	db      string // database ctx.db defaults to; "" when it must be named
 
 	mu     sync.Mutex
@@ -73,6 +73,9 @@ func (b *Backend) setup(vm *jsvm.VM) error {
 		return err
 	}
 	if err := rt.installTimers(); err != nil {
+		return err
+	}
+	if err := rt.installWeb(); err != nil { // web.go: fetch, Response, crypto, ...
 		return err
 	}
 	if b.c.o.Setup != nil {

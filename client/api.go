@@ -13,8 +13,9 @@ import (
 
 // Identity is the answer of WhoAmI.
 type Identity struct {
-	User  string `json:"user"`
-	Admin bool   `json:"admin"`
+	User   string `json:"user"`
+	Admin  bool   `json:"admin"`
+	Device string `json:"device,omitempty"`
 }
 
 // NewUser is a created user with its first token.

@@ -16,7 +16,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
+	"github.com/handoff-run/handoff/auth"
 	"github.com/handoff-run/handoff/errs"
 )
 
@@ -36,6 +38,12 @@ type Client struct {
 	path  string
 	ua    string
 	hc    *http.Client
+	// device, when set, signs every request instead of sending token.
+	device *auth.DeviceKey
+	// credErr, when set, fails every request: the credential given could
+	// not be used (a damaged HANDOFF_DEVICE, say).
+	credErr error
+	now     func() time.Time
 }
 
 // Option configures a Client.
@@ -50,10 +58,34 @@ func WithPath(p string) Option { return func(c *Client) { c.path = p } }
 // WithUserAgent sets the User-Agent header.
 func WithUserAgent(ua string) Option { return func(c *Client) { c.ua = ua } }
 
+// WithDevice makes the client sign every request with the device key
+// (Authorization: Device ...) instead of sending a token. Each signature
+// covers that one request (method, path and query, body) and is fresh
+// for auth.TokenLifetime, so the key itself never travels.
+func WithDevice(k auth.DeviceKey) Option {
+	return func(c *Client) { c.device = &k }
+}
+
+// WithCredentialError makes every request fail with err before anything
+// is sent: for a caller whose credential could not be read, so that it
+// never falls back to anonymous requests.
+func WithCredentialError(err error) Option {
+	return func(c *Client) {
+		var e *errs.Error
+		if !errors.As(err, &e) {
+			e = errs.New(errs.Unauthorized, "%v", err)
+		}
+		c.credErr = e
+	}
+}
+
+// WithClock replaces the time device signatures are dated with (tests).
+func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
+
 // New returns a client of the server at baseURL ("http://host:port"; a
 // missing scheme means http). An empty token makes anonymous requests.
 func New(baseURL, token string, opts ...Option) *Client {
-	c := &Client{base: NormalizeURL(baseURL), token: token, ua: "handoff-go-client", hc: http.DefaultClient}
+	c := &Client{base: NormalizeURL(baseURL), token: token, ua: "handoff-go-client", hc: http.DefaultClient, now: time.Now}
 	for _, o := range opts {
 		o(c)
 	}
@@ -86,6 +118,29 @@ func (c *Client) WithPathLabel(path string) *Client {
 	cp := *c
 	cp.path = path
 	return &cp
+}
+
+// Device is the device the client signs with, if any.
+func (c *Client) Device() (auth.DeviceKey, bool) {
+	if c.device == nil {
+		return auth.DeviceKey{}, false
+	}
+	return *c.device, true
+}
+
+// authorize sets the request's credential: a device signature over its
+// method, target and body, or the bearer token.
+func (c *Client) authorize(req *http.Request, body []byte) error {
+	if c.credErr != nil {
+		return c.credErr
+	}
+	switch {
+	case c.device != nil:
+		req.Header.Set("Authorization", c.device.Sign(req.Method, req.URL.RequestURI(), body, c.now()))
+	case c.token != "":
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return nil
 }
 
 // appPath turns "owner/name" into "/v1/apps/owner/name". A ref without a
@@ -149,8 +204,8 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, bo
 		u += "?" + q.Encode()
 	}
 	var rd io.Reader
+	var b []byte
 	if body != nil {
-		var b []byte
 		switch v := body.(type) {
 		case []byte:
 			b = v
@@ -172,8 +227,8 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, bo
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	if err := c.authorize(req, b); err != nil {
+		return nil, err
 	}
 	if c.path != "" {
 		req.Header.Set(PathHeader, c.path)
@@ -242,6 +297,8 @@ func codeOfStatus(status int) errs.Code {
 		return errs.TooLarge
 	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
 		return errs.Unavailable
+	case http.StatusTooManyRequests:
+		return errs.RateLimited
 	}
 	return errs.Internal
 }

@@ -15,6 +15,7 @@ type CodeVersion struct {
 	Active  bool      `json:"active"`
 	Access  bool      `json:"access,omitempty"`
 	Backend bool      `json:"backend,omitempty"`
+	Files   int       `json:"files,omitempty"` // static files deployed with it
 }
 
 // Deploy uploads access.js and backend.js sources as the app's next
@@ -27,6 +28,24 @@ func (c *Client) Deploy(ctx context.Context, app, access, backend string) (CodeV
 		return out, err
 	}
 	err = c.do(ctx, http.MethodPost, p+"/code", nil, map[string]string{"access": access, "backend": backend}, &out)
+	return out, err
+}
+
+// DeployFiles is Deploy with static files: files maps paths inside the
+// app folder's public/ ("index.html", "css/site.css") to their contents,
+// served at /apps/{owner}/{name}/ once the version is live.
+func (c *Client) DeployFiles(ctx context.Context, app, access, backend string, files map[string][]byte) (CodeVersion, error) {
+	var out CodeVersion
+	p, err := appPath(app)
+	if err != nil {
+		return out, err
+	}
+	body := struct {
+		Access  string            `json:"access"`
+		Backend string            `json:"backend"`
+		Files   map[string][]byte `json:"files,omitempty"`
+	}{access, backend, files}
+	err = c.do(ctx, http.MethodPost, p+"/code", nil, body, &out)
 	return out, err
 }
 

@@ -73,9 +73,10 @@ type AccessDecision struct {
 // appCode is an app's active code, compiled.
 type appCode struct {
 	version int
-	access  AccessFunc // nil when the version has no access.js
-	backend Backend    // nil when it has no backend.js (or none runs here)
-	broken  bool       // some of it failed to load
+	access  AccessFunc  // nil when the version has no access.js
+	backend Backend     // nil when it has no backend.js (or none runs here)
+	broken  bool        // some of it failed to load
+	static  staticFiles // public/, served at /apps/{owner}/{name}/ (static.go)
 }
 
 // backend returns the app's compiled backend.js, or nil.

@@ -28,6 +28,11 @@ type Backend interface {
 	OnChange(ctx context.Context, ev ChangeEvent, hc HandlerContext) error
 	// Scheduled runs one tick of the scheduled handler.
 	Scheduled(ctx context.Context, ev TickEvent, hc HandlerContext) error
+	// Fetch runs the fetch handler for one request of the app's HTTP lane
+	// and returns its response. An error means the handler threw, broke
+	// a limit or returned something that is no response; the caller
+	// answers with a server error and logs it for the app.
+	Fetch(ctx context.Context, req FetchRequest, hc HandlerContext) (FetchResponse, error)
 	// Close releases the runtimes.
 	Close()
 }
@@ -43,6 +48,15 @@ type BackendConfig struct {
 		Timeout     time.Duration // run limit of one event; default 15 min
 		MaxAttempts int           // deliveries before an event is dead; default 10
 	}
+	// Fetch limits the handlers' outbound HTTP (the global fetch).
+	Fetch struct {
+		// Allow lists the hosts handlers may call, as "host" (any port)
+		// or "host:port", lowercase; empty allows none.
+		Allow   []string
+		Timeout time.Duration // of one call, headers and body; default 10 s
+		// MaxBytes bounds one response body; default 1 MiB.
+		MaxBytes int64
+	}
 }
 
 // Defaults of BackendConfig.
@@ -52,6 +66,9 @@ const (
 	DefaultMaxAttempts   = 10
 	MinScheduledInterval = time.Second
 	MaxScheduledInterval = 24 * time.Hour
+
+	DefaultFetchTimeout  = 10 * time.Second
+	DefaultFetchMaxBytes = 1 << 20
 )
 
 // ChangeEvent is onChange's event (DESIGN §4). Doc and OldDoc are JSON

@@ -43,15 +43,18 @@ func (ar *appRunner) deliver() {
 	for {
 		app, be, err := ar.current()
 		if err == nil && be != nil && be.Has("onChange") {
-			ar.claim(app, be)
 			// Sleep until the next retry falls due, unless woken first.
-			if timer != nil {
-				timer.Stop()
-				timer = nil
-			}
-			if at, ok, err := e.st.NextEventDue(ctx, ar.id); err == nil && ok {
-				if d := at.Sub(e.clock.Now()); d > 0 {
-					timer = e.clock.AfterFunc(d, func() { signal(retry) })
+			// While every slot is taken there is nothing to look up: the
+			// end of a batch wakes this loop, which looks then.
+			if busy := ar.claim(app, be); !busy {
+				if timer != nil {
+					timer.Stop()
+					timer = nil
+				}
+				if at, ok, err := e.st.NextEventDue(ctx, ar.id); err == nil && ok {
+					if d := at.Sub(e.clock.Now()); d > 0 {
+						timer = e.clock.AfterFunc(d, func() { signal(retry) })
+					}
 				}
 			}
 		}
@@ -68,8 +71,9 @@ func (ar *appRunner) deliver() {
 	}
 }
 
-// claim starts batches while there are free slots and due events.
-func (ar *appRunner) claim(app *appState, be Backend) {
+// claim starts batches while there are free slots and due events. It
+// reports busy when it stopped because every slot is taken.
+func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 	e, ctx := ar.r.e, ar.r.ctx
 	cfg := be.Config().OnChange
 	// A batch keeps its lease for as long as its runs may take.
@@ -79,15 +83,15 @@ func (ar *appRunner) claim(app *appState, be Backend) {
 		free := ar.inflight < cfg.Concurrency
 		ar.mu.Unlock()
 		if !free || ctx.Err() != nil {
-			return
+			return !free
 		}
 		evs, err := e.st.ClaimEvents(ctx, ar.id, e.clock.Now(), batchSize, lease)
 		if err != nil {
 			e.log.Error("claiming onChange events", "app", ar.ref, "err", err)
-			return
+			return false
 		}
 		if len(evs) == 0 {
-			return
+			return false
 		}
 		ar.mu.Lock()
 		ar.inflight++

@@ -19,17 +19,24 @@ type goBackend struct {
 	cfg       engine.BackendConfig
 	onChange  func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error
 	scheduled func(ctx context.Context, ev engine.TickEvent, hc engine.HandlerContext) error
+	fetch     func(ctx context.Context, req engine.FetchRequest, hc engine.HandlerContext) (engine.FetchResponse, error)
 }
 
 func (b *goBackend) Config() engine.BackendConfig { return b.cfg }
 func (b *goBackend) Has(h string) bool {
-	return h == "onChange" && b.onChange != nil || h == "scheduled" && b.scheduled != nil
+	return h == "onChange" && b.onChange != nil || h == "scheduled" && b.scheduled != nil || h == "fetch" && b.fetch != nil
 }
 func (b *goBackend) OnChange(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
 	return b.onChange(ctx, ev, hc)
 }
 func (b *goBackend) Scheduled(ctx context.Context, ev engine.TickEvent, hc engine.HandlerContext) error {
 	return b.scheduled(ctx, ev, hc)
+}
+func (b *goBackend) Fetch(ctx context.Context, req engine.FetchRequest, hc engine.HandlerContext) (engine.FetchResponse, error) {
+	if b.fetch == nil {
+		return engine.FetchResponse{}, errors.New("no fetch handler")
+	}
+	return b.fetch(ctx, req, hc)
 }
 func (b *goBackend) Close() {}
 

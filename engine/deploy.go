@@ -31,7 +31,7 @@ func (e *Engine) loadCode(ctx context.Context, appID int64, ref string) (*appCod
 	if v, ok := e.fresh.LoadAndDelete(appID); ok && v.(*appCode).version == cv.Version {
 		return v.(*appCode), nil
 	}
-	c := &appCode{version: cv.Version}
+	c := &appCode{version: cv.Version, static: newStaticFiles(cv.Files, cv.Created)}
 	if cv.Backend != "" && e.backends != nil {
 		if c.backend, err = e.backends.CompileBackend(BackendFile, cv.Backend); err != nil {
 			// Events stay in the outbox until a version that compiles is
@@ -72,12 +72,20 @@ type CodeInfo struct {
 	Active     bool      `json:"active"`
 	HasAccess  bool      `json:"access,omitempty"`
 	HasBackend bool      `json:"backend,omitempty"`
+	Files      int       `json:"files,omitempty"` // static files deployed with it
 }
 
 // Deploy stores access.js and backend.js as a new version and makes it
 // live. Code that does not compile is refused with its file, line and
 // column, and the live version stays.
 func (e *Engine) Deploy(ctx context.Context, a Actor, appRef string, accessJS, backendJS string) (CodeInfo, error) {
+	return e.DeployCode(ctx, a, appRef, Code{Access: accessJS, Backend: backendJS})
+}
+
+// DeployCode is Deploy with the static files of the app folder's public/
+// (static.go), checked for their paths and sizes.
+func (e *Engine) DeployCode(ctx context.Context, a Actor, appRef string, c Code) (CodeInfo, error) {
+	accessJS, backendJS := c.Access, c.Backend
 	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
 		return CodeInfo{}, err
@@ -85,10 +93,13 @@ func (e *Engine) Deploy(ctx context.Context, a Actor, appRef string, accessJS, b
 	if err := e.mayAdmin(a, app); err != nil {
 		return CodeInfo{}, err
 	}
-	if accessJS == "" && backendJS == "" {
-		return CodeInfo{}, errs.New(errs.Invalid, "nothing to deploy: the folder needs %s or %s", AccessFile, BackendFile)
+	if accessJS == "" && backendJS == "" && len(c.Files) == 0 {
+		return CodeInfo{}, errs.New(errs.Invalid, "nothing to deploy: the folder needs %s, %s or a %s/ folder", AccessFile, BackendFile, StaticDir)
 	}
-	if e.rt == nil {
+	if err := checkStaticFiles(c.Files); err != nil {
+		return CodeInfo{}, err
+	}
+	if e.rt == nil && (accessJS != "" || backendJS != "") {
 		return CodeInfo{}, errs.New(errs.Unavailable, "this server runs no JavaScript, so it cannot take code")
 	}
 	code := &appCode{}
@@ -107,14 +118,15 @@ func (e *Engine) Deploy(ctx context.Context, a Actor, appRef string, accessJS, b
 		}
 	}
 	now := e.clock.Now()
-	v, err := e.st.SaveCode(ctx, app.ID, store.CodeVersion{Access: accessJS, Backend: backendJS, Author: a.User, Created: now})
+	v, err := e.st.SaveCode(ctx, app.ID, store.CodeVersion{Access: accessJS, Backend: backendJS, Files: c.Files, Author: a.User, Created: now})
 	if err != nil {
 		return CodeInfo{}, internal(err)
 	}
 	code.version = v
+	code.static = newStaticFiles(c.Files, now)
 	e.fresh.Store(app.ID, code)
 	e.codeChanged(ctx, appRef)
-	return CodeInfo{Version: v, Author: a.User, Created: now.UTC(), Active: true, HasAccess: accessJS != "", HasBackend: backendJS != ""}, nil
+	return CodeInfo{Version: v, Author: a.User, Created: now.UTC(), Active: true, HasAccess: accessJS != "", HasBackend: backendJS != "", Files: len(c.Files)}, nil
 }
 
 // ActiveCode returns the sources of the app's live version ("" and 0

@@ -159,12 +159,16 @@ func (af *appFeed) push(r store.Revision) {
 		*af.at(af.n) = r
 		af.n++
 	case len(af.ring) < ringSize:
-		// Grow: lay the revisions out from index 0, then append.
-		grown := make([]store.Revision, af.n, min(max(2*af.n, 64), ringSize))
-		for i := range grown {
-			grown[i] = *af.at(i)
+		// Grow. The revisions must lie from index 0 for append to keep
+		// their order; they do unless bytes dropped some from the front.
+		if af.head != 0 {
+			flat := make([]store.Revision, af.n, min(2*af.n, ringSize))
+			for i := range flat {
+				flat[i] = *af.at(i)
+			}
+			af.ring, af.head = flat, 0
 		}
-		af.ring, af.head = append(grown, r), 0
+		af.ring = append(af.ring, r)
 		af.n++
 	default:
 		af.drop()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,7 +88,7 @@ func (en *feedEnv) follow(a engine.Actor, app, db string, since int64) *engine.F
 // entries it got. It fails the test after 30 s.
 func drain(t *testing.T, f *engine.Feed, until int64) []engine.Entry {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out []engine.Entry
 	for f.Since() < until {
@@ -269,6 +270,41 @@ func TestFeedResumesFromAnySeq(t *testing.T) {
 	}
 	if _, err := en.e.Follow(en.ctx, feedAlice, app, "", -1); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("Follow(-1): %v, want invalid", err)
+	}
+}
+
+// TestFeedWithLargeDocuments: the revisions kept for followers are
+// bounded in bytes as well as in number; resuming works the same on
+// either side of that bound.
+func TestFeedWithLargeDocuments(t *testing.T) {
+	en := newFeedEnv(t, engine.Options{})
+	const app = "alice/large"
+	en.app(app, false)
+	live := en.follow(feedAlice, app, "", 0)
+	const n = 420 // 420 x 100 KB: more than the 32 MiB kept
+	body := fmt.Sprintf(`{"pad":%q}`, strings.Repeat("x", 100<<10))
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; i < n; i += 4 {
+				if _, err := en.e.Put(en.ctx, feedAlice, app, "big", fmt.Sprintf("d%d", i), []byte(body), engine.PutOptions{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	got := drain(t, live, n)
+	wg.Wait()
+	wantSeqs(t, "live", got, 1, n)
+	for _, since := range []int64{0, 300, n - 1} {
+		es := drain(t, en.follow(feedAlice, app, "", since), n)
+		wantSeqs(t, fmt.Sprintf("from %d", since), es, since+1, n)
+		for _, e := range es {
+			if len(e.Doc) < 100<<10 {
+				t.Fatalf("seq %d: a document of %d bytes", e.Seq, len(e.Doc))
+			}
+		}
 	}
 }
 
@@ -666,6 +702,9 @@ func (b *feedBackend) OnChange(ctx context.Context, ev engine.ChangeEvent, hc en
 }
 func (b *feedBackend) Scheduled(ctx context.Context, ev engine.TickEvent, hc engine.HandlerContext) error {
 	return b.scheduled(ctx, ev, hc)
+}
+func (b *feedBackend) Fetch(context.Context, engine.FetchRequest, engine.HandlerContext) (engine.FetchResponse, error) {
+	return engine.FetchResponse{Status: 501}, nil // never called: Has("fetch") is false
 }
 func (b *feedBackend) Close() {}
 

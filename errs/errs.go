@@ -24,6 +24,7 @@ const (
 	Exists       Code = "exists"       // a create of something that already exists
 	Unavailable  Code = "unavailable"  // the server is shutting down or overloaded
 	Internal     Code = "internal"     // a bug or an I/O failure on the server
+	RateLimited  Code = "rate_limited" // too many failed attempts; wait and retry
 )
 
 // Error is an error with a code and a message that tells the user what to
@@ -70,6 +71,8 @@ func HTTPStatus(code Code) int {
 		return http.StatusRequestEntityTooLarge
 	case Unavailable:
 		return http.StatusServiceUnavailable
+	case RateLimited:
+		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
 }

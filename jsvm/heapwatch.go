@@ -50,7 +50,7 @@ type heapWatch struct {
 	lastGC  time.Time // watchdog goroutine only
 
 	confirming atomic.Bool // a forced GC is under way
-	prevHeap   uint64      // the last sample, watchdog goroutine only
+	prevHeap   uint64      // the last sample (mu)
 	gonePayers int         // retired runtimes that allocated since the last tick (mu)
 }
 
@@ -153,13 +153,13 @@ func readHeap(s []metrics.Sample) uint64 {
 // was running.
 func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 	heap := readHeap(s)
+	var suspects []suspect
+	w.mu.Lock()
 	var growth uint64
 	if heap > w.prevHeap && w.prevHeap > 0 {
 		growth = heap - w.prevHeap
 	}
 	w.prevHeap = heap
-	var suspects []suspect
-	w.mu.Lock()
 	type running struct {
 		vm       *VM
 		st       *watchState

@@ -9,19 +9,22 @@ import (
 	"github.com/handoff-run/handoff/errs"
 )
 
-// codeBodyBytes bounds a deploy: two source files.
-const codeBodyBytes = 8 << 20
+// codeBodyBytes bounds a deploy: two source files, and the static files
+// in base64 (a third larger than their limit).
+const codeBodyBytes = 8<<20 + engine.MaxStaticTotalBytes*4/3 + 1<<20
 
-// deploy stores access.js and backend.js as the app's next version.
+// deploy stores access.js, backend.js and the static files of public/
+// (a map of paths to base64 contents) as the app's next version.
 func (s *Server) deploy(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
 	var req struct {
-		Access  string `json:"access"`
-		Backend string `json:"backend"`
+		Access  string            `json:"access"`
+		Backend string            `json:"backend"`
+		Files   map[string][]byte `json:"files"`
 	}
-	if err := decodeBody(w, r, codeBodyBytes, &req, `{"access":"export function jobs(doc, oldDoc, user, ctx) {...}","backend":""}`); err != nil {
+	if err := decodeBody(w, r, codeBodyBytes, &req, `{"access":"export function jobs(doc, oldDoc, user, ctx) {...}","backend":"","files":{"index.html":"PGgxPkhpPC9oMT4="}}`); err != nil {
 		return err
 	}
-	info, err := s.e.Deploy(r.Context(), a, appRef(r), req.Access, req.Backend)
+	info, err := s.e.DeployCode(r.Context(), a, appRef(r), engine.Code{Access: req.Access, Backend: req.Backend, Files: req.Files})
 	if err != nil {
 		return err
 	}
@@ -53,21 +56,38 @@ func (s *Server) activate(w http.ResponseWriter, r *http.Request, a engine.Actor
 	return nil
 }
 
-// settings changes per-app settings; today the access-function deadline.
+// settings changes per-app settings: the access-function deadline and
+// whether anonymous readers may read the app's public channels. Either or
+// both; the deadline is applied first, so an invalid one changes nothing.
 func (s *Server) settings(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
 	var req struct {
-		AccessTimeout string `json:"accessTimeout"`
+		AccessTimeout *string `json:"accessTimeout"`
+		Public        *bool   `json:"public"`
 	}
-	if err := decodeBody(w, r, smallBodyBytes, &req, `{"accessTimeout":"250ms"}`); err != nil {
+	const example = `{"accessTimeout":"250ms"} or {"public":true}`
+	if err := decodeBody(w, r, smallBodyBytes, &req, example); err != nil {
 		return err
 	}
-	d, err := time.ParseDuration(req.AccessTimeout)
-	if err != nil {
-		return errs.New(errs.Invalid, "accessTimeout %q is not a duration; use a value such as \"250ms\" or \"0\" for the default", req.AccessTimeout)
+	if req.AccessTimeout == nil && req.Public == nil {
+		return errs.New(errs.Invalid, "nothing to change; send %s", example)
 	}
-	if err := s.e.SetAccessTimeout(r.Context(), a, appRef(r), d); err != nil {
-		return err
+	out := map[string]any{"ok": true}
+	if req.AccessTimeout != nil {
+		d, err := time.ParseDuration(*req.AccessTimeout)
+		if err != nil {
+			return errs.New(errs.Invalid, "accessTimeout %q is not a duration; use a value such as \"250ms\" or \"0\" for the default", *req.AccessTimeout)
+		}
+		if err := s.e.SetAccessTimeout(r.Context(), a, appRef(r), d); err != nil {
+			return err
+		}
+		out["accessTimeout"] = d.String()
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "accessTimeout": d.String()})
+	if req.Public != nil {
+		if err := s.e.SetPublic(r.Context(), a, appRef(r), *req.Public); err != nil {
+			return err
+		}
+		out["public"] = *req.Public
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

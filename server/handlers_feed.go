@@ -11,15 +11,21 @@ import (
 	"github.com/handoff-run/handoff/errs"
 )
 
-// heartbeatEvery keeps idle streams alive through proxies and lets both
-// ends notice a dead connection.
-const heartbeatEvery = 15 * time.Second
+// defaultHeartbeat is how often an idle stream sends a comment
+// (Options.Heartbeat): it keeps the stream alive through proxies and lets
+// both ends notice a dead connection.
+const defaultHeartbeat = 15 * time.Second
 
 // feed streams an app's changes as server-sent events (DESIGN §9). Each
 // event's id is its seq: a client that reconnects with Last-Event-ID (or
 // ?since=) resumes right after the last event it saw. With ?field=&key=
 // (and ?db=) it is a live query: a snapshot event, then each change that
-// enters or leaves the result, with "match".
+// enters or leaves the result, with "match"; a live query starts over
+// with a new snapshot on every connection.
+//
+// Errors found before the stream starts are ordinary JSON answers. One
+// that ends a stream (the reader lost access to the app) is sent as an
+// "error" event, {"error":{code,message}}, before the stream closes.
 func (s *Server) feed(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
 	since, err := sinceParam(r)
 	if err != nil {
@@ -33,13 +39,23 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request, a engine.Actor) er
 	q := r.URL.Query()
 	db, field := q.Get("db"), q.Get("field")
 	rc := http.NewResponseController(w)
+	started := false
 	start := func() {
+		started = true
 		h := w.Header()
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Accel-Buffering", "no")
+		// Clients take three silent intervals for a dead connection.
+		h.Set("X-Handoff-Heartbeat", strconv.FormatInt(s.heartbeat.Milliseconds(), 10))
 		w.WriteHeader(http.StatusOK)
+		s.metrics.streams.Inc()
 	}
+	defer func() {
+		if started {
+			s.metrics.streams.Dec()
+		}
+	}()
 	send := func(id int64, event string, v any) error {
 		data, err := json.Marshal(v)
 		if err != nil {
@@ -54,6 +70,15 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request, a engine.Actor) er
 	heartbeat := func(last int64) {
 		fmt.Fprintf(w, ": heartbeat %d\n\n", last)
 	}
+	// ended reports the error that stopped a stream to the client, unless
+	// the client itself went away.
+	ended := func(err error) error {
+		if r.Context().Err() == nil {
+			send(0, "error", errorBody{Error: s.asError(r, err)})
+			rc.Flush()
+		}
+		return nil
+	}
 	ctx := r.Context()
 
 	if field != "" {
@@ -65,13 +90,16 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request, a engine.Actor) er
 		if err != nil {
 			return err
 		}
+		defer qf.Close()
 		start()
 		send(seq, "snapshot", map[string]any{"docs": snap.Docs, "seq": seq})
-		rc.Flush()
+		if rc.Flush() != nil {
+			return nil
+		}
 		for {
-			changes, last, err := qf.Next(ctx, heartbeatEvery)
+			changes, last, err := qf.Next(ctx, s.heartbeat)
 			if err != nil {
-				return nil // the client went away, or its access ended
+				return ended(err)
 			}
 			if len(changes) == 0 {
 				heartbeat(last)
@@ -89,13 +117,16 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request, a engine.Actor) er
 	if err != nil {
 		return err
 	}
+	defer f.Close()
 	start()
 	fmt.Fprintf(w, "event: ready\ndata: {\"since\":%d}\n\n", since)
-	rc.Flush()
+	if rc.Flush() != nil {
+		return nil
+	}
 	for {
-		c, err := f.Next(ctx, heartbeatEvery)
+		c, err := f.Next(ctx, s.heartbeat)
 		if err != nil {
-			return nil
+			return ended(err)
 		}
 		if len(c.Changes) == 0 {
 			heartbeat(c.Last)

@@ -20,6 +20,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	writes   *prometheus.CounterVec
+	streams  prometheus.Gauge
 	handler  http.Handler
 }
 
@@ -44,6 +45,10 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "handoff_writes_total",
 			Help: "Document writes through the API by result: ok, existing (an ifAbsent no-op) or the error code.",
 		}, []string{"result"})),
+		streams: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "handoff_feed_streams",
+			Help: "Live feed (SSE) streams open now.",
+		})),
 		handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 	}
 }

@@ -22,6 +22,9 @@ type Options struct {
 	// Registry is where the HTTP metrics are registered and what /metrics
 	// serves. Nil means a new registry with the Go and process collectors.
 	Registry *prometheus.Registry
+	// Heartbeat is how often an idle live feed sends a heartbeat comment.
+	// Zero means 15 seconds.
+	Heartbeat time.Duration
 }
 
 // Server serves the v1 HTTP API of one engine. It is an http.Handler.
@@ -31,6 +34,10 @@ type Server struct {
 	reg     *prometheus.Registry
 	metrics *metrics
 	mux     *http.ServeMux
+	// heartbeat is the idle interval of live feeds.
+	heartbeat time.Duration
+	// authFails limits failed credentials per client address (ratelimit.go).
+	authFails failLimiter
 
 	// patterns is every registered pattern: the metrics label requests
 	// only with one of these, so the label set stays fixed. methods lists
@@ -49,6 +56,9 @@ func New(e *engine.Engine, o Options) *Server {
 	if o.Registry == nil {
 		o.Registry = newRegistry()
 	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = defaultHeartbeat
+	}
 	s := &Server{
 		e:        e,
 		log:      o.Logger,
@@ -58,6 +68,7 @@ func New(e *engine.Engine, o Options) *Server {
 		patterns: map[string]bool{},
 		methods:  map[string][]string{},
 	}
+	s.heartbeat = o.Heartbeat
 	s.routes()
 	return s
 }

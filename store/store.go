@@ -151,6 +151,10 @@ type CodeVersion struct {
 	Version int
 	Access  string // access.js source, "" when absent
 	Backend string // backend.js source, "" when absent
+	// Files are the static files served at /apps/{owner}/{name}/, by
+	// their slash-separated path inside the app folder's public/. Nil
+	// when the version has none; CodeVersions leaves it nil.
+	Files   map[string][]byte
 	Author  string
 	Created time.Time
 	Active  bool

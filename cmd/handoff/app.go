@@ -83,7 +83,7 @@ func (c *cli) memberCmd() *cobra.Command {
 	}
 	listApp.register(list)
 
-	return group("member", "Manage the members of an app", add, list)
+	return group("member", "Manage the members of an app", add, list, c.memberRemoveCmd())
 }
 
 // exactArgs wants n positional arguments, named in the error message.

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -268,6 +270,9 @@ func (c *cli) dbListCmd() *cobra.Command {
 	return cmd
 }
 
+// errLimitReached stops --follow once --limit changes are printed.
+var errLimitReached = errors.New("limit reached")
+
 func (c *cli) dbChangesCmd() *cobra.Command {
 	var (
 		f        dbFlags
@@ -282,8 +287,9 @@ func (c *cli) dbChangesCmd() *cobra.Command {
 		Long: `Print every revision committed after --since, in commit order, one JSON
 entry per line ({"seq","id","db","rev","doc","writer","path","time"}).
 Without --db, the feed of every database of the app. With --follow, keep
-waiting for new changes until interrupted (resume later with --since set
-to the last seq seen).`,
+printing new changes as they are committed, from the server's live feed,
+until interrupted; a dropped connection is reopened and resumed by
+itself (resume a later run with --since set to the last seq seen).`,
 		Args: noArgs,
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			app, err := f.app.value()
@@ -298,6 +304,9 @@ to the last seq seen).`,
 			}
 			ctx := cmd.Context()
 			cl := c.client()
+			if follow {
+				return c.followChanges(ctx, cl, app, f.db, since, limit)
+			}
 			printed := 0
 			for {
 				page := pageSize
@@ -306,17 +315,10 @@ to the last seq seen).`,
 				}
 				ch, err := cl.Changes(ctx, app, f.db, since, page)
 				if err != nil {
-					if follow && ctx.Err() != nil {
-						return nil // interrupted: a normal end of --follow
-					}
 					return err
 				}
 				for _, e := range ch.Changes {
-					raw, err := json.Marshal(e)
-					if err != nil {
-						return err
-					}
-					if err := writeLine(c.stdout, raw); err != nil {
+					if err := c.printEntry(e); err != nil {
 						return err
 					}
 					printed++
@@ -327,16 +329,8 @@ to the last seq seen).`,
 				if limit > 0 && printed >= limit {
 					return nil
 				}
-				if len(ch.Changes) == page {
-					continue // more may be waiting right now
-				}
-				if !follow {
+				if len(ch.Changes) < page {
 					return nil
-				}
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-time.After(interval):
 				}
 			}
 		}),
@@ -346,8 +340,43 @@ to the last seq seen).`,
 	fl.Int64Var(&since, "since", 0, "print changes after this sequence number")
 	fl.IntVar(&limit, "limit", 0, "stop after this many changes (0: no limit)")
 	fl.BoolVar(&follow, "follow", false, "keep printing new changes until interrupted")
-	fl.DurationVar(&interval, "interval", time.Second, "with --follow, how often to ask for new changes")
+	// --follow used to poll every --interval; it now streams. The flag is
+	// still accepted so that existing scripts keep working.
+	fl.DurationVar(&interval, "interval", time.Second, "unused: --follow streams changes as they are committed")
+	_ = fl.MarkHidden("interval")
 	return cmd
+}
+
+// followChanges prints the live feed until ctx ends (SIGINT, SIGTERM) or
+// limit changes (0: no limit) are printed.
+func (c *cli) followChanges(ctx context.Context, cl *client.Client, app, db string, since int64, limit int) error {
+	printed := 0
+	err := cl.Follow(ctx, app, db, since, func(e client.Entry) error {
+		if err := c.printEntry(e); err != nil {
+			return err
+		}
+		printed++
+		if limit > 0 && printed >= limit {
+			return errLimitReached
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errLimitReached):
+		return nil
+	case ctx.Err() != nil:
+		return nil // interrupted: the normal end of --follow
+	}
+	return err
+}
+
+// printEntry writes one ledger entry as a line of NDJSON.
+func (c *cli) printEntry(e client.Entry) error {
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return writeLine(c.stdout, raw)
 }
 
 func (c *cli) errorf(format string, args ...any) {

@@ -8,16 +8,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/handoff-run/handoff/appdir"
+	"github.com/handoff-run/handoff/client"
 )
 
 func (c *cli) deployCmd() *cobra.Command {
 	var app appFlag
 	cmd := &cobra.Command{
 		Use:   "deploy --app OWNER/NAME DIR",
-		Short: "Upload DIR/access.js and DIR/backend.js as the app's next code version",
-		Long: `Upload DIR/access.js and DIR/backend.js as the app's next numbered code
-version and make it live. Code that does not compile is refused with its
-file, line and column, and the live version stays.`,
+		Short: "Upload DIR/access.js, DIR/backend.js and DIR/public/ as the app's next code version",
+		Long: `Upload DIR/access.js, DIR/backend.js and the static files under DIR/public/
+as the app's next numbered code version and make it live. Code that does
+not compile is refused with its file, line and column, and the live
+version stays. Static files are served at /apps/OWNER/NAME/ (public/
+index.html at /apps/OWNER/NAME/); names starting with "." are skipped.`,
 		Args: exactArgs(1, "DIR"),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			a, err := app.value()
@@ -28,11 +31,15 @@ file, line and column, and the live version stays.`,
 			if err != nil {
 				return err
 			}
-			v, err := c.client().Deploy(cmd.Context(), a, code.Access, code.Backend)
+			v, err := c.client().DeployFiles(cmd.Context(), a, code.Access, code.Backend, code.Files)
 			if err != nil {
 				return err
 			}
-			return c.printJSON(map[string]any{"ok": true, "app": a, "version": v.Version})
+			out := map[string]any{"ok": true, "app": a, "version": v.Version}
+			if len(code.Files) > 0 {
+				out["files"] = len(code.Files)
+			}
+			return c.printJSON(out)
 		}),
 	}
 	app.register(cmd)
@@ -89,25 +96,37 @@ func (c *cli) rollbackCmd() *cobra.Command {
 func (c *cli) setCmd() *cobra.Command {
 	var app appFlag
 	var timeout time.Duration
+	var public bool
 	cmd := &cobra.Command{
-		Use:   "set --app OWNER/NAME --access-timeout DURATION",
-		Short: "Change an app's settings (the access function's deadline)",
+		Use:   "set --app OWNER/NAME [--access-timeout DURATION] [--public=true|false]",
+		Short: "Change an app's settings (the access function's deadline, public reads)",
 		Args:  noArgs,
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			a, err := app.value()
 			if err != nil {
 				return err
 			}
-			if !cmd.Flags().Changed("access-timeout") {
-				return usageError{"nothing to set; pass --access-timeout 250ms (0 restores the default)"}
+			var s client.Settings
+			out := map[string]any{"ok": true, "app": a}
+			if cmd.Flags().Changed("access-timeout") {
+				s.AccessTimeout = &timeout
+				out["accessTimeout"] = timeout.String()
 			}
-			if err := c.client().SetAccessTimeout(cmd.Context(), a, timeout); err != nil {
+			if cmd.Flags().Changed("public") {
+				s.Public = &public
+				out["public"] = public
+			}
+			if s.AccessTimeout == nil && s.Public == nil {
+				return usageError{"nothing to set; pass --access-timeout 250ms (0 restores the default) or --public=true|false"}
+			}
+			if err := c.client().SetSettings(cmd.Context(), a, s); err != nil {
 				return err
 			}
-			return c.printJSON(map[string]any{"ok": true, "app": a, "accessTimeout": timeout.String()})
+			return c.printJSON(out)
 		}),
 	}
 	app.register(cmd)
 	cmd.Flags().DurationVar(&timeout, "access-timeout", 0, "deadline of one access-function call, e.g. 250ms (default 100ms)")
+	cmd.Flags().BoolVar(&public, "public", false, "let anonymous readers read what access.js grants to public (--public=false closes the app again)")
 	return cmd
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -79,15 +80,29 @@ func (m mount) sync(ctx context.Context, e *engine.Engine, admin engine.Actor) (
 	if err != nil {
 		return 0, err
 	}
-	access, backend, _, err := e.ActiveCode(ctx, admin, m.app)
+	live, _, err := e.LiveCode(ctx, admin, m.app)
 	if err != nil {
 		return 0, err
 	}
-	if access == code.Access && backend == code.Backend {
+	if live.Access == code.Access && live.Backend == code.Backend && sameFiles(live.Files, code.Files) {
 		return 0, nil
 	}
-	info, err := e.Deploy(ctx, admin, m.app, code.Access, code.Backend)
+	info, err := e.DeployCode(ctx, admin, m.app, engine.Code{Access: code.Access, Backend: code.Backend, Files: code.Files})
 	return info.Version, err
+}
+
+// sameFiles reports whether two sets of static files are equal.
+func sameFiles(a, b map[string][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for p, x := range a {
+		y, ok := b[p]
+		if !ok || !bytes.Equal(x, y) {
+			return false
+		}
+	}
+	return true
 }
 
 // writeTokenFile writes a token to DIR/name, readable only by its owner.

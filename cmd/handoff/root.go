@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -63,8 +62,10 @@ func (c *cli) rootCmd() *cobra.Command {
 		Long: `handoff keeps JSON documents whose status field walks a state machine.
 
 'handoff serve' runs the server; the other commands talk to a server at
---server, $HANDOFF_SERVER or ` + client.DefaultServer + `, with the token
-from --token or $HANDOFF_TOKEN. Output is JSON on stdout; errors go to
+--server, $HANDOFF_SERVER, the one 'handoff login' stored, or
+` + client.DefaultServer + `, with the token from --token or $HANDOFF_TOKEN, the
+device credential in $HANDOFF_DEVICE (each request signed), or what 'handoff
+login' stored for that server. Output is JSON on stdout; errors go to
 stderr as "error: <code>: <message>".
 
 Exit codes: 0 ok, 1 other error, 2 usage, 3 conflict,
@@ -89,6 +90,7 @@ Exit codes: 0 ok, 1 other error, 2 usage, 3 conflict,
 
 	root.AddCommand(c.serveCmd(), c.userCmd(), c.whoamiCmd(), c.appCmd(), c.dbCmd(), c.deployCmd(),
 		c.logsCmd(), c.eventsCmd(), c.benchCmd())
+	root.AddCommand(c.identityCmds()...)
 	return root
 }
 
@@ -133,19 +135,12 @@ func action(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Comman
 }
 
 // client returns an API client: --server, then $HANDOFF_SERVER, then the
-// default; --token, then $HANDOFF_TOKEN.
+// config file of `handoff login`, then the default; --token, then
+// $HANDOFF_TOKEN, then $HANDOFF_DEVICE (requests signed with the device
+// key), then the config file's credential if it was stored for that same
+// server (identity.go).
 func (c *cli) client() *client.Client {
-	server := c.server
-	if !c.root.PersistentFlags().Changed("server") {
-		server = c.getenv("HANDOFF_SERVER")
-	}
-	token := c.token
-	if !c.root.PersistentFlags().Changed("token") {
-		token = c.getenv("HANDOFF_TOKEN")
-	}
-	return client.New(server, strings.TrimSpace(token),
-		client.WithPath("cli"),
-		client.WithUserAgent("handoff-cli/"+versionString()))
+	return c.newClient(c.credentials())
 }
 
 // appFlag is --app owner/name with its alias --vibe.

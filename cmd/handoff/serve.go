@@ -24,6 +24,8 @@ const (
 	defaultDataDir = "handoff-data"
 	// adminTokenFile holds the admin token minted on first start.
 	adminTokenFile = "admin.token"
+	// serverKeyFile holds the key app secrets are sealed with (identity_key.go).
+	serverKeyFile = "server.key"
 	// shutdownGrace is how long in-flight requests get to finish after
 	// SIGINT or SIGTERM.
 	shutdownGrace = 15 * time.Second
@@ -96,10 +98,15 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 		}
 	}()
 
+	secretKey, err := loadServerKey(o.data, log)
+	if err != nil {
+		return err
+	}
 	eng := engine.New(st, engine.Options{
-		Logger:   log,
-		Runtime:  access.New(access.Options{}),
-		Backends: backend.New(backend.Options{Logger: log}),
+		SecretKey: secretKey,
+		Logger:    log,
+		Runtime:   access.New(access.Options{}),
+		Backends:  backend.New(backend.Options{Logger: log}),
 	})
 	envToken := c.getenv("HANDOFF_ADMIN_TOKEN")
 	token, err := eng.Bootstrap(ctx, envToken)

@@ -27,6 +27,14 @@ func (s *Store) SaveCode(ctx context.Context, appID int64, c store.CodeVersion) 
 		appID, v, c.Access, c.Backend, c.Author, c.Created.UnixNano()); err != nil {
 		return 0, err
 	}
+	for p, data := range c.Files {
+		if data == nil {
+			data = []byte{} // data is NOT NULL; an empty file is still a file
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO code_files (app_id, version, path, data) VALUES (?, ?, ?, ?)`, appID, v, p, data); err != nil {
+			return 0, err
+		}
+	}
 	return v, tx.Commit()
 }
 
@@ -62,7 +70,35 @@ func (s *Store) ActiveCode(ctx context.Context, appID int64) (*store.CodeVersion
 	}
 	c.Created = time.Unix(0, t)
 	c.Active = true
+	if c.Files, err = s.codeFiles(ctx, appID, c.Version); err != nil {
+		return nil, err
+	}
 	return &c, nil
+}
+
+// codeFiles reads the static files of one version; nil when it has none.
+func (s *Store) codeFiles(ctx context.Context, appID int64, version int) (map[string][]byte, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT path, data FROM code_files WHERE app_id = ? AND version = ?`, appID, version)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out map[string][]byte
+	for rows.Next() {
+		var p string
+		var data []byte
+		if err := rows.Scan(&p, &data); err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = map[string][]byte{}
+		}
+		if data == nil {
+			data = []byte{}
+		}
+		out[p] = data
+	}
+	return out, rows.Err()
 }
 
 func (s *Store) CodeVersions(ctx context.Context, appID int64) ([]store.CodeVersion, error) {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +19,16 @@ import (
 type leases struct {
 	mu   sync.Mutex
 	apps map[int64]map[int64]time.Time // app -> seq -> leased until
+	// claim holds ClaimEvents' prepared statements; the claim runs under
+	// mu, so they are guarded by it too.
+	claim claimStmts
+}
+
+// claimStmts are prepared once: SQLite parses a statement each time it
+// is run from text, and the claim runs after every commit.
+type claimStmts struct {
+	due  *sql.Stmt         // the seqs of due events, in commit order
+	byIn map[int]*sql.Stmt // full events for n seqs (IN with n params)
 }
 
 func (l *leases) held(app int64) map[int64]time.Time {
@@ -55,28 +66,87 @@ func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, lim
 			delete(held, seq)
 		}
 	}
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+eventCols+eventFrom+`
-		WHERE e.app_id = ? AND e.dead = 0 AND e.next_at <= ? ORDER BY e.seq LIMIT ?`,
-		appID, now.UnixNano(), limit+len(held))
+	// Choose by seq alone first: the held events are usually the oldest
+	// due ones (up to concurrency × batch of them), and reading their
+	// revisions only to skip them cost more than the rest of the claim.
+	pick, err := s.dueSeqs(ctx, appID, now, limit, held)
+	if err != nil || len(pick) == 0 {
+		return nil, err
+	}
+	st, err := s.eventsIn(len(pick))
 	if err != nil {
 		return nil, err
 	}
-	all, err := scanEvents(appID, rows)
+	args := make([]any, 0, 1+len(pick))
+	args = append(args, appID)
+	for _, seq := range pick {
+		args = append(args, seq)
+	}
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, err
 	}
-	out := all[:0]
-	for _, ev := range all {
-		if len(out) == limit {
-			break
-		}
-		if _, busy := held[ev.Seq]; busy {
-			continue
-		}
+	out, err := scanEvents(appID, rows)
+	if err != nil {
+		return nil, err
+	}
+	for _, ev := range out {
 		held[ev.Seq] = now.Add(lease)
-		out = append(out, ev)
 	}
 	return out, nil
+}
+
+// dueSeqs returns up to limit seqs of due, live events that nobody holds,
+// in commit order. Called with leases.mu held.
+func (s *Store) dueSeqs(ctx context.Context, appID int64, now time.Time, limit int, held map[int64]time.Time) ([]int64, error) {
+	c := &s.leases.claim
+	if c.due == nil {
+		// The unary + keeps dead and next_at out of the index choice: the
+		// primary key already yields seqs in order, so the scan stops after
+		// limit+held rows (plus any dead or backing-off ones on the way,
+		// which are few), where events_due would sort the whole backlog of
+		// due events on every claim.
+		st, err := s.rdb.PrepareContext(ctx, `SELECT seq FROM events WHERE app_id = ? AND +dead = 0 AND +next_at <= ? ORDER BY seq LIMIT ?`)
+		if err != nil {
+			return nil, err
+		}
+		c.due = st
+	}
+	rows, err := c.due.QueryContext(ctx, appID, now.UnixNano(), limit+len(held))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var pick []int64
+	for len(pick) < limit && rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			return nil, err
+		}
+		if _, busy := held[seq]; !busy {
+			pick = append(pick, seq)
+		}
+	}
+	return pick, rows.Err()
+}
+
+// eventsIn returns the statement reading n events by seq. Called with
+// leases.mu held.
+func (s *Store) eventsIn(n int) (*sql.Stmt, error) {
+	c := &s.leases.claim
+	if st := c.byIn[n]; st != nil {
+		return st, nil
+	}
+	st, err := s.rdb.Prepare(`SELECT ` + eventCols + eventFrom + `
+		WHERE e.app_id = ? AND e.dead = 0 AND e.seq IN (?` + strings.Repeat(", ?", n-1) + `) ORDER BY e.seq`)
+	if err != nil {
+		return nil, err
+	}
+	if c.byIn == nil {
+		c.byIn = map[int]*sql.Stmt{}
+	}
+	c.byIn[n] = st
+	return st, nil
 }
 
 func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool, error) {

@@ -153,6 +153,14 @@ var migrations = []string{
 		PRIMARY KEY (app_id, name)
 	) WITHOUT ROWID;
 	CREATE INDEX revisions_by_db ON revisions (app_id, db, seq);`,
+	// 2: static files of each code version (an app folder's public/).
+	`CREATE TABLE code_files (
+		app_id  INTEGER NOT NULL,
+		version INTEGER NOT NULL,
+		path    TEXT NOT NULL,
+		data    BLOB NOT NULL,
+		PRIMARY KEY (app_id, version, path)
+	) WITHOUT ROWID;`,
 }
 
 func migrate(db *sql.DB) error {

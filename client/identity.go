@@ -1,0 +1,150 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/handoff-run/handoff/auth"
+	"github.com/handoff-run/handoff/errs"
+)
+
+// Device is a registered device credential as the API shows it.
+type Device struct {
+	Name    string     `json:"name"`
+	User    string     `json:"user"`
+	App     string     `json:"app,omitempty"`
+	Created time.Time  `json:"created"`
+	Revoked *time.Time `json:"revoked,omitempty"`
+}
+
+// Secret names a secret of an app; values never come back.
+type Secret struct {
+	Name    string    `json:"name"`
+	Updated time.Time `json:"updated"`
+}
+
+// Settings are the app settings to change; nil fields stay as they are.
+type Settings struct {
+	AccessTimeout *time.Duration
+	Public        *bool
+}
+
+// AddDevice registers k's public key as the caller's device k.Name,
+// scoped to app when app is not "". The private key is not sent.
+func (c *Client) AddDevice(ctx context.Context, k auth.DeviceKey, app string) (Device, error) {
+	body := map[string]string{"name": k.Name, "publicKey": base64.RawURLEncoding.EncodeToString(k.Public())}
+	if app != "" {
+		if _, err := appPath(app); err != nil {
+			return Device{}, err
+		}
+		body["app"] = app
+	}
+	var out Device
+	err := c.do(ctx, http.MethodPost, "/v1/devices", nil, body, &out)
+	return out, err
+}
+
+// Devices lists the caller's devices, revoked ones included.
+func (c *Client) Devices(ctx context.Context) ([]Device, error) {
+	var out struct {
+		Devices []Device `json:"devices"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/devices", nil, nil, &out)
+	return nonNil(out.Devices), err
+}
+
+// RevokeDevice revokes the caller's device name; its next request is
+// refused.
+func (c *Client) RevokeDevice(ctx context.Context, name string) error {
+	if name == "" {
+		return errs.New(errs.Invalid, "no device name given")
+	}
+	return c.do(ctx, http.MethodDelete, "/v1/devices/"+url.PathEscape(name), nil, nil, nil)
+}
+
+// SetSecret stores a secret of app. The value is sent once and never
+// returned by any call.
+func (c *Client) SetSecret(ctx context.Context, app, name, value string) error {
+	p, err := secretPath(app, name)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodPut, p, nil, map[string]string{"value": value}, nil)
+}
+
+// Secrets lists the names of app's secrets.
+func (c *Client) Secrets(ctx context.Context, app string) ([]Secret, error) {
+	p, err := appPath(app)
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Secrets []Secret `json:"secrets"`
+	}
+	err = c.do(ctx, http.MethodGet, p+"/secrets", nil, nil, &out)
+	return nonNil(out.Secrets), err
+}
+
+// RemoveSecret deletes a secret of app.
+func (c *Client) RemoveSecret(ctx context.Context, app, name string) error {
+	p, err := secretPath(app, name)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodDelete, p, nil, nil, nil)
+}
+
+func secretPath(app, name string) (string, error) {
+	p, err := appPath(app)
+	if err != nil {
+		return "", err
+	}
+	if name == "" {
+		return "", errs.New(errs.Invalid, "no secret name given")
+	}
+	return p + "/secrets/" + url.PathEscape(name), nil
+}
+
+// RemoveMember takes role from user in app; role "" takes every role.
+func (c *Client) RemoveMember(ctx context.Context, app, user, role string) error {
+	p, err := appPath(app)
+	if err != nil {
+		return err
+	}
+	if user == "" {
+		return errs.New(errs.Invalid, "no user given")
+	}
+	q := url.Values{}
+	if role != "" {
+		q.Set("role", role)
+	}
+	return c.do(ctx, http.MethodDelete, p+"/members/"+url.PathEscape(user), q, nil, nil)
+}
+
+// SetSettings changes the app's settings given in s.
+func (c *Client) SetSettings(ctx context.Context, app string, s Settings) error {
+	p, err := appPath(app)
+	if err != nil {
+		return err
+	}
+	body := map[string]any{}
+	if s.AccessTimeout != nil {
+		body["accessTimeout"] = s.AccessTimeout.String()
+	}
+	if s.Public != nil {
+		body["public"] = *s.Public
+	}
+	if len(body) == 0 {
+		return errs.New(errs.Invalid, "no setting to change")
+	}
+	return c.do(ctx, http.MethodPut, p+"/settings", nil, body, nil)
+}
+
+// SetPublic opens app to anonymous readers of its public channels, or
+// closes it.
+func (c *Client) SetPublic(ctx context.Context, app string, public bool) error {
+	return c.SetSettings(ctx, app, Settings{Public: &public})
+}

@@ -1,0 +1,84 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/handoff-run/handoff/errs"
+)
+
+// The fetch lane (DESIGN §4): each app serves /apps/{owner}/{name}/api/*
+// with backend.js's fetch(request, ctx), for webhooks and small HTTP
+// endpoints. The handler is the "fetch" backend actor: its writes pass
+// ctx.requireBackend("fetch") in access.js, which no client can forge,
+// and they act as the request's own user when it carried a valid
+// credential, else anonymously. Like every handler it reads all of its
+// own app and nothing of any other: its ctx is bound to the app whose
+// URL was called.
+
+// Limits of the fetch lane.
+const (
+	// FetchRunTimeout is the run limit of one fetch handler call.
+	FetchRunTimeout = 30 * time.Second
+	// MaxFetchRequestBytes bounds the request body handed to fetch.
+	MaxFetchRequestBytes = 1 << 20
+	// MaxFetchResponseBytes bounds the body a fetch handler returns.
+	MaxFetchResponseBytes = 8 << 20
+)
+
+// FetchRequest is one request of an app's HTTP lane.
+type FetchRequest struct {
+	Method string
+	// URL is the full URL as the client asked for it, query included.
+	URL string
+	// Path is the part after /api, starting with "/" ("/" for /api/).
+	Path   string
+	Header map[string][]string // canonical keys, as net/http has them
+	Body   []byte
+}
+
+// FetchResponse is what the fetch handler answered.
+type FetchResponse struct {
+	Status int
+	Header map[string][]string
+	Body   []byte
+}
+
+// Fetch runs the app's fetch handler for req. a is whoever made the
+// request: the anonymous actor, or the user (and device) of a valid
+// credential. The handler gets that user with Handler "fetch" and none of
+// a's other powers (an admin's request is not an admin's write).
+func (e *Engine) Fetch(ctx context.Context, a Actor, appRef string, req FetchRequest) (FetchResponse, error) {
+	app, err := e.appAs(ctx, a, appRef)
+	if err != nil {
+		return FetchResponse{}, err
+	}
+	be := app.backend()
+	if be == nil || !be.Has("fetch") {
+		if app.code != nil && app.code.broken {
+			return FetchResponse{}, errs.New(errs.Unavailable, "app %s: its backend.js does not load on this server; deploy a fixed version", appRef)
+		}
+		return FetchResponse{}, errs.New(errs.NotFound, "app %s has no fetch handler; export async function fetch(request, ctx) from its backend.js to serve /apps/%s/api/", appRef, appRef)
+	}
+	hc := &handlerCtx{e: e, app: app, actor: Actor{User: a.User, Device: a.Device, DeviceApp: a.DeviceApp, Handler: "fetch"}}
+	e.activity.Add(1)
+	defer e.activity.Add(1)
+	resp, err := be.Fetch(ctx, req, hc)
+	if err == nil {
+		return resp, nil
+	}
+	if ctx.Err() != nil {
+		return FetchResponse{}, errs.New(errs.Unavailable, "the request ended before %s's fetch handler answered", appRef)
+	}
+	e.appLog(app, "fetch", "error", "fetch "+req.Method+" "+req.Path+" failed: "+err.Error(),
+		fieldsJSON("method", req.Method, "path", req.Path))
+	// The handler's own words stay in the app's log: the caller may be
+	// anyone on the internet.
+	var ee *errs.Error
+	if errors.As(err, &ee) && ee.Code == errs.Unavailable {
+		return FetchResponse{}, errs.New(errs.Unavailable, "app %s's fetch handler is being replaced or the server is stopping; retry", appRef)
+	}
+	return FetchResponse{}, &errs.Error{Code: errs.Internal,
+		Message: "the app's fetch handler failed; its owner finds why in `handoff logs --app " + appRef + "`"}
+}

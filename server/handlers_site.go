@@ -1,0 +1,159 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/errs"
+)
+
+// An app's site shares its origin with the console and the API. So that
+// no app's page can read what the console keeps in the browser (the
+// signed-in token) or act on this origin as its visitor, every response
+// of an app's site is sandboxed: the browser gives the page an opaque
+// origin of its own. Scripts, forms and pop-ups still work; requests from
+// the page to the server are cross-origin, so a fetch handler that serves
+// the app's own pages answers them with Access-Control-Allow-Origin.
+const siteCSP = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
+
+// appSite serves /apps/{owner}/{name}/...: the fetch lane under api/, the
+// static files elsewhere.
+func (s *Server) appSite(w http.ResponseWriter, r *http.Request) {
+	ref := r.PathValue("owner") + "/" + r.PathValue("name")
+	rest := r.PathValue("path")
+	if rest == "api" || strings.HasPrefix(rest, "api/") {
+		s.fetchLane(w, r, ref, strings.TrimPrefix(rest, "api"))
+		return
+	}
+	s.staticFile(w, r, ref, rest)
+}
+
+// fetchLane hands the request to the app's fetch handler. The caller is
+// anonymous unless it sends a credential, which must then be valid (a bad
+// one is refused with 401, never downgraded), and the credential itself
+// never reaches the app's code.
+func (s *Server) fetchLane(w http.ResponseWriter, r *http.Request, ref, sub string) {
+	// The body is read first: a signed device request covers it.
+	body, err := readBody(w, r, engine.MaxFetchRequestBytes, "the request body")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	a, err := s.actor(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	header := r.Header.Clone()
+	header.Del("Authorization")
+	header.Del(pathHeader)
+	if sub == "" {
+		sub = "/"
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	req := engine.FetchRequest{Method: r.Method, URL: scheme + "://" + r.Host + r.URL.RequestURI(), Path: sub, Header: header}
+	if len(body) > 0 {
+		req.Body = body
+	}
+	resp, err := s.e.Fetch(r.Context(), a, ref, req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if resp.Status < 200 || resp.Status > 599 {
+		s.writeError(w, r, errs.New(errs.Internal, "the app's fetch handler answered status %d", resp.Status))
+		return
+	}
+	h := w.Header()
+	for k, vs := range resp.Header {
+		if droppedHeaders[http.CanonicalHeaderKey(k)] {
+			continue
+		}
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	h.Add("Content-Security-Policy", siteCSP)
+	if resp.Status != http.StatusNoContent && resp.Status != http.StatusNotModified {
+		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	}
+	w.WriteHeader(resp.Status)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(resp.Body)
+	}
+}
+
+// droppedHeaders are response headers a fetch handler may not set: the
+// connection's own (the server manages it), and cookies, which would be
+// set on the origin every app and the console share.
+var droppedHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Transfer-Encoding": true,
+	"Upgrade": true, "Te": true, "Trailer": true, "Content-Length": true, "Set-Cookie": true,
+}
+
+// staticFile serves one of the app's static files. Static files are
+// public, like any web site: no credential is needed or checked.
+func (s *Server) staticFile(w http.ResponseWriter, r *http.Request, ref, p string) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		s.writeErrorStatus(w, http.StatusMethodNotAllowed, &errs.Error{Code: errs.Invalid,
+			Message: r.Method + " is not allowed on an app's static files; use GET, or send requests for the app's backend to /apps/" + ref + "/api/"})
+		return
+	}
+	f, err := s.e.Static(r.Context(), ref, p)
+	if errors.Is(err, engine.ErrStaticFolder) {
+		http.Redirect(w, r, r.URL.EscapedPath()+"/", http.StatusMovedPermanently)
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", staticType(f))
+	h.Set("ETag", f.ETag)
+	// Revalidate every time: a deploy must show at once, and the ETag
+	// makes the check a 304.
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Content-Security-Policy", siteCSP)
+	// The page runs in an opaque origin, so even its own module scripts
+	// and stylesheets load cross-origin; the files are public anyway.
+	h.Set("Access-Control-Allow-Origin", "*")
+	http.ServeContent(w, r, "", f.Time, bytes.NewReader(f.Body))
+}
+
+// staticType is the file's type by extension, else by its first bytes.
+func staticType(f engine.StaticFile) string {
+	switch ext := strings.ToLower(path.Ext(f.Path)); ext {
+	case ".js", ".mjs":
+		return "text/javascript; charset=utf-8"
+	case ".html", ".htm":
+		return "text/html; charset=utf-8"
+	case ".css":
+		return "text/css; charset=utf-8"
+	case ".json", ".map":
+		return "application/json"
+	case ".svg":
+		return "image/svg+xml"
+	case ".wasm":
+		return "application/wasm"
+	case ".txt", ".md":
+		return "text/plain; charset=utf-8"
+	default:
+		if t := mime.TypeByExtension(ext); ext != "" && t != "" {
+			return t
+		}
+	}
+	return http.DetectContentType(f.Body)
+}
