@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dop251/goja"
@@ -31,16 +32,35 @@ const maxRedirects = 10
 
 // outbound is the transport of every handler's fetch. It connects
 // directly (no proxy from the environment), so the allow list says
-// exactly which hosts are reached.
+// exactly which hosts are reached, and it never connects to link-local,
+// multicast or unspecified addresses (checked on the address dialled,
+// after DNS): that is where cloud metadata services answer, and no app's
+// allow list can open them, not even through a name that resolves there.
 var outbound = &http.Transport{
 	Proxy:                 nil,
-	DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: dialGuard}).DialContext,
 	ForceAttemptHTTP2:     true,
 	MaxIdleConns:          100,
 	MaxIdleConnsPerHost:   10,
 	IdleConnTimeout:       90 * time.Second,
 	TLSHandshakeTimeout:   10 * time.Second,
 	ExpectContinueTimeout: time.Second,
+}
+
+// dialGuard refuses to connect to addresses no handler may reach.
+func dialGuard(network, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return fetchErrorf("refused", "cannot check the address %s", address)
+	}
+	if ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
+		return fetchErrorf("refused", "%s is a link-local, multicast or unspecified address, which handlers may never call", ip)
+	}
+	return nil
 }
 
 // fetchError is how fetch rejects: a TypeError, as the standard's

@@ -195,6 +195,12 @@ func TestOutboundFetchToAnotherHostIsRefused(t *testing.T) {
 	if len(called) != 0 {
 		t.Fatalf("the refused host was called %d times", len(called))
 	}
+	// Link-local addresses (cloud metadata) are never reached, even when
+	// listed.
+	b = outbound(t, `{ allow: ["169.254.169.254"], timeout: "5s" }`)
+	if got = callOut(t, b, "http://169.254.169.254/latest/meta-data/"); got["code"] != "refused" || !strings.Contains(got["error"].(string), "link-local") {
+		t.Fatalf("link-local: got %v", got)
+	}
 }
 
 func TestOutboundFetchTimesOut(t *testing.T) {

@@ -34,6 +34,7 @@ var storeTests = []test{
 	{"Channels", testStoreChannels},
 	{"Grants", testStoreGrants},
 	{"CodeVersions", testStoreCode},
+	{"CodeFiles", testStoreCodeFiles},
 	{"Reopen", testStoreReopen},
 }
 
