@@ -204,16 +204,18 @@ func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 		}
 		runs = append(runs, running{vm, st, g, allocing})
 	}
-	// Growth goes to the calls seen making big allocations; when none
-	// was seen, everyone running shares it. Only the call charged the
-	// most is a suspect, and stopping it forgives the others: what they
-	// were charged was mostly its growth.
+	// Growth goes to the calls seen making big allocations. When none
+	// was seen, it goes to the only call running, if there is just one:
+	// with several, nothing tells whose it is (runtimes being replaced,
+	// modules loading), and the deadline remains the backstop. Only the
+	// call charged the most is a suspect, and stopping it forgives the
+	// others: what they were charged was mostly its growth.
 	var top *running
 	for i := range runs {
 		r := &runs[i]
 		switch {
-		case payers == 0:
-			r.st.charged += growth / uint64(len(runs))
+		case payers == 0 && len(runs) == 1:
+			r.st.charged += growth
 		case r.allocing:
 			r.st.charged += growth / uint64(payers)
 		}
