@@ -294,6 +294,11 @@ func (c *Client) streamOnce(ctx context.Context, hc *http.Client, path string, q
 					Error *errs.Error `json:"error"`
 				}
 				if json.Unmarshal(ev.data, &body) == nil && body.Error != nil && body.Error.Code != "" {
+					if body.Error.Code == errs.Internal {
+						// A failure of the server, not of the request: it may
+						// pass, so the feed is tried again.
+						return true, errs.New(errs.Unavailable, "%v", body.Error)
+					}
 					return true, body.Error
 				}
 				return true, errs.New(errs.Internal, "the server at %s ended the feed with an error it did not describe: %s", c.base, ev.data)

@@ -106,8 +106,9 @@ type follower struct {
 	cancel  context.CancelFunc
 }
 
-func follow(c *client.Client, app, db string, since int64) *follower {
+func follow(t *testing.T, c *client.Client, app, db string, since int64) *follower {
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // before the server closes: it waits for open streams
 	f := &follower{entries: make(chan client.Entry, 10000), done: make(chan error, 1), cancel: cancel}
 	go func() {
 		f.done <- c.Follow(ctx, app, db, since, func(e client.Entry) error {
@@ -152,7 +153,7 @@ func TestFollowReconnectsAndResumes(t *testing.T) {
 	for i := range 5 {
 		en.put(t, "jobs", fmt.Sprintf("j%d", i), `{}`)
 	}
-	f := follow(en.alice, "alice/jobs", "", 2)
+	f := follow(t, en.alice, "alice/jobs", "", 2)
 	const total = 200
 	go func() {
 		for i := 5; i < total; i++ {
@@ -246,7 +247,7 @@ export function docs(doc, oldDoc, user, ctx) { ctx.requireOwner(); return { chan
 		t.Fatal(err)
 	}
 	en.put(t, "docs", "g", `{"grant":{"users":{"bob":["b"]}}}`)
-	f := follow(en.bob, "alice/jobs", "docs", 0)
+	f := follow(t, en.bob, "alice/jobs", "docs", 0)
 	en.put(t, "docs", "for-bob", `{"channels":["b"]}`)
 	if e := f.next(t); e.ID != "for-bob" {
 		t.Fatalf("bob's feed: %+v", e)
@@ -318,6 +319,7 @@ func TestLiveQueryClient(t *testing.T) {
 	}
 	calls := make(chan call, 100)
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	done := make(chan error, 1)
 	go func() {
 		done <- en.alice.LiveQuery(ctx, "alice/jobs", "jobs", "status", json.RawMessage(`"running"`),

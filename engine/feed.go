@@ -328,6 +328,12 @@ func (f *Feed) scan(ctx context.Context, wait time.Duration, take func(r store.R
 			}
 			kept := false
 			for _, r := range revs {
+				if r.Seq > last {
+					// Committed after the view was taken: a grant revoked
+					// in between must apply to it, so it waits for the
+					// next round and a fresh view.
+					break
+				}
 				if (f.db == "" || r.DB == f.db) && take(r, v.sees(app, r.DB, r.Channels)) {
 					kept = true
 				}

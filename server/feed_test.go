@@ -580,10 +580,13 @@ func loadAvg() string {
 	return "loadavg " + strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
-// memNow is the live heap and the goroutine stacks after a full GC.
+// memNow is the live heap and the goroutine stacks after full GCs.
 func memNow() (heap, stack uint64, goroutines int) {
-	runtime.GC()
-	runtime.GC()
+	// Several cycles: each GC may halve an idle goroutine's oversized
+	// stack, as it would over time in a long-running server.
+	for range 5 {
+		runtime.GC()
+	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc, ms.StackInuse, runtime.NumGoroutine()
