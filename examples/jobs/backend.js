@@ -5,7 +5,7 @@
 
 export const config = {
   scheduled: { interval: "5s" }, // how often the sweep looks for expired leases
-  onChange: { concurrency: 8, timeout: "2m", maxAttempts: 5 },
+  onChange: { concurrency: 64, timeout: "2m", maxAttempts: 5 },
 };
 
 const DB = "jobs";

@@ -19,6 +19,10 @@ import (
 type leases struct {
 	mu   sync.Mutex
 	apps map[int64]map[int64]time.Time // app -> seq -> leased until
+	// scans are per app claim cursors: while an app is not in full mode,
+	// every live event at or below its cursor is held, so a claim reads
+	// only the events above it and skips no held ones on the way.
+	scans map[int64]*claimScan
 	// claim holds ClaimEvents' prepared statements; the claim runs under
 	// mu, so they are guarded by it too.
 	claim claimStmts
@@ -27,8 +31,10 @@ type leases struct {
 // claimStmts are prepared once: SQLite parses a statement each time it
 // is run from text, and the claim runs after every commit.
 type claimStmts struct {
-	due  *sql.Stmt         // the seqs of due events, in commit order
-	byIn map[int]*sql.Stmt // full events for n seqs (IN with n params)
+	due   *sql.Stmt         // the seqs of due events, in commit order
+	above *sql.Stmt         // events above the cursor, in commit order
+	later *sql.Stmt         // is any live event not yet due?
+	byIn  map[int]*sql.Stmt // full events for n seqs (IN with n params)
 }
 
 func (l *leases) held(app int64) map[int64]time.Time {
@@ -43,9 +49,35 @@ func (l *leases) held(app int64) map[int64]time.Time {
 	return m
 }
 
-func (l *leases) release(app, seq int64) {
+// claimScan is one app's claim cursor. full means an event at or below
+// cursor may be due and unheld (at start, after a lease expired, a retry
+// was scheduled or a dead event replayed): the next claim scans from the
+// start, as before, until it sees that nothing is waiting to fall due.
+type claimScan struct {
+	cursor int64
+	full   bool
+}
+
+func (l *leases) scan(app int64) *claimScan {
+	if l.scans == nil {
+		l.scans = map[int64]*claimScan{}
+	}
+	c := l.scans[app]
+	if c == nil {
+		c = &claimScan{full: true}
+		l.scans[app] = c
+	}
+	return c
+}
+
+// release ends a lease. rescan is set when the event may still be in the
+// outbox and due again (a retry, or an outcome that was not written).
+func (l *leases) release(app, seq int64, rescan bool) {
 	l.mu.Lock()
 	delete(l.held(app), seq)
+	if rescan {
+		l.scan(app).full = true
+	}
 	l.mu.Unlock()
 }
 
@@ -61,17 +93,31 @@ func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, lim
 	s.leases.mu.Lock()
 	defer s.leases.mu.Unlock()
 	held := s.leases.held(appID)
+	sc := s.leases.scan(appID)
 	for seq, until := range held {
 		if !until.After(now) {
 			delete(held, seq)
+			sc.full = true
 		}
 	}
-	// Choose by seq alone first: the held events are usually the oldest
-	// due ones (up to concurrency × batch of them), and reading their
-	// revisions only to skip them cost more than the rest of the claim.
-	pick, err := s.dueSeqs(ctx, appID, now, limit, held)
-	if err != nil || len(pick) == 0 {
-		return nil, err
+	var pick []int64
+	var err error
+	if !sc.full {
+		pick, err = s.seqsAbove(ctx, appID, now, limit, sc)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if sc.full {
+		// Choose by seq alone first: the held events are usually the oldest
+		// due ones (up to concurrency × batch of them), and reading their
+		// revisions only to skip them cost more than the rest of the claim.
+		if pick, err = s.dueSeqs(ctx, appID, now, limit, held, sc); err != nil {
+			return nil, err
+		}
+	}
+	if len(pick) == 0 {
+		return nil, nil
 	}
 	st, err := s.eventsIn(len(pick))
 	if err != nil {
@@ -93,12 +139,52 @@ func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, lim
 	for _, ev := range out {
 		held[ev.Seq] = now.Add(lease)
 	}
+	if !sc.full {
+		sc.cursor = max(sc.cursor, pick[len(pick)-1])
+	}
 	return out, nil
+}
+
+// seqsAbove returns up to limit seqs of events above the cursor, all due
+// and unheld. Meeting one that is dead or not yet due switches the app to
+// full mode instead. Called with leases.mu held.
+func (s *Store) seqsAbove(ctx context.Context, appID int64, now time.Time, limit int, sc *claimScan) ([]int64, error) {
+	c := &s.leases.claim
+	if c.above == nil {
+		st, err := s.rdb.PrepareContext(ctx, `SELECT seq, dead, next_at FROM events WHERE app_id = ? AND seq > ? ORDER BY seq LIMIT ?`)
+		if err != nil {
+			return nil, err
+		}
+		c.above = st
+	}
+	rows, err := c.above.QueryContext(ctx, appID, sc.cursor, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var pick []int64
+	for rows.Next() {
+		var seq, at int64
+		var dead bool
+		if err := rows.Scan(&seq, &dead, &at); err != nil {
+			return nil, err
+		}
+		if dead || at > now.UnixNano() {
+			sc.full = true
+			return nil, nil
+		}
+		pick = append(pick, seq)
+	}
+	return pick, rows.Err()
 }
 
 // dueSeqs returns up to limit seqs of due, live events that nobody holds,
 // in commit order. Called with leases.mu held.
-func (s *Store) dueSeqs(ctx context.Context, appID int64, now time.Time, limit int, held map[int64]time.Time) ([]int64, error) {
+//
+// When the scan reached the end of the due events and no live event waits
+// to fall due, every live event it passed is held or picked: the app
+// leaves full mode with its cursor at the last seq seen.
+func (s *Store) dueSeqs(ctx context.Context, appID int64, now time.Time, limit int, held map[int64]time.Time, sc *claimScan) ([]int64, error) {
 	c := &s.leases.claim
 	if c.due == nil {
 		// The unary + keeps dead and next_at out of the index choice: the
@@ -112,22 +198,46 @@ func (s *Store) dueSeqs(ctx context.Context, appID int64, now time.Time, limit i
 		}
 		c.due = st
 	}
-	rows, err := c.due.QueryContext(ctx, appID, now.UnixNano(), limit+len(held))
+	scanLimit := limit + len(held)
+	rows, err := c.due.QueryContext(ctx, appID, now.UnixNano(), scanLimit)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var pick []int64
+	n, last := 0, int64(0) // rows seen, the last seq seen
 	for len(pick) < limit && rows.Next() {
 		var seq int64
 		if err := rows.Scan(&seq); err != nil {
 			return nil, err
 		}
+		n, last = n+1, seq
 		if _, busy := held[seq]; !busy {
 			pick = append(pick, seq)
 		}
 	}
-	return pick, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if n > 0 || len(held) == 0 {
+		// The scan saw every due event up to last, in order: each is held
+		// or picked now. Leave full mode if no live event waits to fall due.
+		if c.later == nil {
+			st, err := s.rdb.PrepareContext(ctx, `SELECT 1 FROM events WHERE app_id = ? AND dead = 0 AND next_at > ? LIMIT 1`)
+			if err != nil {
+				return nil, err
+			}
+			c.later = st
+		}
+		var one int
+		switch err := c.later.QueryRowContext(ctx, appID, now.UnixNano()).Scan(&one); {
+		case errors.Is(err, sql.ErrNoRows):
+			sc.full, sc.cursor = false, last
+		case err != nil:
+			return nil, err
+		}
+	}
+	return pick, nil
 }
 
 // eventsIn returns the statement reading n events by seq. Called with
@@ -176,23 +286,17 @@ func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool,
 }
 
 func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Settlement) error {
-	var op func(tx *sql.Tx) error
-	switch {
-	case st.Ack:
-		op = func(tx *sql.Tx) error {
-			_, err := tx.Exec(`DELETE FROM events WHERE app_id = ? AND seq = ?`, appID, seq)
-			return err
-		}
-	default:
-		op = func(tx *sql.Tx) error {
-			_, err := tx.Exec(`UPDATE events SET attempts = ?, next_at = ?, dead = ?, last_error = ? WHERE app_id = ? AND seq = ?`,
-				st.Attempts, st.NextAt.UnixNano(), st.Dead, st.LastError, appID, seq)
-			return err
-		}
-	}
 	// The lease ends once the outcome is in the database, so the event is
 	// never claimed again in between.
-	return s.enqueue(op, func(error) { s.leases.release(appID, seq) })
+	release := func(err error) { s.leases.release(appID, seq, err != nil || !st.Ack) }
+	if st.Ack {
+		return s.enqueueAck(appID, seq, release)
+	}
+	return s.enqueue(func(tx *sql.Tx) error {
+		_, err := tx.Exec(`UPDATE events SET attempts = ?, next_at = ?, dead = ?, last_error = ? WHERE app_id = ? AND seq = ?`,
+			st.Attempts, st.NextAt.UnixNano(), st.Dead, st.LastError, appID, seq)
+		return err
+	}, release)
 }
 
 func (s *Store) ListEvents(ctx context.Context, appID int64, dead bool, afterSeq int64, limit int) ([]store.Event, error) {
@@ -213,6 +317,9 @@ func (s *Store) ReplayEvent(ctx context.Context, appID, seq int64, now time.Time
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("dead event %d: %w", seq, store.ErrNotFound)
 	}
+	s.leases.mu.Lock()
+	s.leases.scan(appID).full = true
+	s.leases.mu.Unlock()
 	return nil
 }
 

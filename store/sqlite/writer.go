@@ -18,13 +18,17 @@ const maxBatch = 512
 // op on other tables (event outcomes, logs) that rides along in the same
 // group commit instead of paying for its own fsync.
 type commitReq struct {
-	ctx  context.Context
-	w    *store.Write
-	op   func(tx *sql.Tx) error
+	ctx context.Context
+	w   *store.Write
+	op  func(tx *sql.Tx) error
+	// ack, when set, deletes one settled event with a prepared statement.
+	ack  *eventKey
 	done chan commitRes // nil for ops nobody waits for
 	// after runs once the op's transaction committed or failed.
 	after func(error)
 }
+
+type eventKey struct{ app, seq int64 }
 
 type commitRes struct {
 	seq int64
@@ -62,8 +66,12 @@ type writer struct {
 	seqs     map[int64]int64
 	dbs      map[dbKey]bool
 	stmts    map[string]*sql.Stmt
-	dirty    map[int64]bool
-	newDBs   []dbKey
+	// txStmts are stmts bound to the open transaction, each made once per
+	// transaction rather than once per statement run.
+	txStmts map[string]*sql.Stmt
+	cur     *sql.Tx
+	dirty   map[int64]bool
+	newDBs  []dbKey
 }
 
 type dbKey struct {
@@ -89,12 +97,13 @@ const (
 	sqlCountDrop = `DELETE FROM grant_counts WHERE app_id = ? AND kind = ? AND principal = ? AND channel = ? AND n <= 0`
 	sqlAddEvent  = `INSERT INTO events (app_id, seq, depth, next_at) VALUES (?, ?, ?, ?)`
 	sqlAddGrant  = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel) VALUES (?, ?, ?, ?, ?, ?)`
+	sqlAckEvent  = `DELETE FROM events WHERE app_id = ? AND seq = ?`
 )
 
 func newWriter(db *sql.DB) (*writer, error) {
-	w := &writer{db: db, seqs: map[int64]int64{}, dbs: map[dbKey]bool{}, stmts: map[string]*sql.Stmt{}}
+	w := &writer{db: db, seqs: map[int64]int64{}, dbs: map[dbKey]bool{}, stmts: map[string]*sql.Stmt{}, txStmts: map[string]*sql.Stmt{}}
 	for _, q := range []string{sqlHead, sqlAppSeq, sqlSetSeq, sqlAddDB, sqlLedger, sqlSaveHead, sqlDropGrants, sqlAddGrant, sqlAddEvent,
-		sqlDocGrants, sqlCountUp, sqlCountDown, sqlCountDrop} {
+		sqlDocGrants, sqlCountUp, sqlCountDown, sqlCountDrop, sqlAckEvent} {
 		st, err := db.Prepare(q)
 		if err != nil {
 			return nil, err
@@ -177,12 +186,39 @@ func (s *Store) enqueue(op func(tx *sql.Tx) error, after func(error)) error {
 	return nil
 }
 
+// enqueueAck queues the deletion of a settled event without waiting.
+func (s *Store) enqueueAck(app, seq int64, after func(error)) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return errClosed
+	}
+	s.writes <- &commitReq{ctx: context.Background(), ack: &eventKey{app, seq}, after: after}
+	return nil
+}
+
+// st returns the prepared statement q bound to the open transaction.
+func (w *writer) st(q string) *sql.Stmt {
+	if st := w.txStmts[q]; st != nil {
+		return st
+	}
+	st := w.cur.Stmt(w.stmts[q])
+	w.txStmts[q] = st
+	return st
+}
+
 func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 	tx, err := w.db.Begin()
 	if err != nil {
 		return err
 	}
+	w.cur = tx
 	defer func() {
+		for q, st := range w.txStmts {
+			st.Close()
+			delete(w.txStmts, q)
+		}
+		w.cur = nil
 		if err != nil {
 			tx.Rollback()
 			w.seqs = map[int64]int64{}
@@ -192,6 +228,12 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 	w.dirty = map[int64]bool{}
 	w.newDBs = w.newDBs[:0]
 	for i, req := range batch {
+		if req.ack != nil {
+			if _, err = w.st(sqlAckEvent).Exec(req.ack.app, req.ack.seq); err != nil {
+				return err
+			}
+			continue
+		}
 		if req.op != nil {
 			if err = req.op(tx); err != nil {
 				return err
@@ -204,7 +246,7 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 		}
 	}
 	for app := range w.dirty {
-		if _, err := tx.Stmt(w.stmts[sqlSetSeq]).Exec(w.seqs[app], app); err != nil {
+		if _, err := w.st(sqlSetSeq).Exec(w.seqs[app], app); err != nil {
 			return err
 		}
 	}
@@ -225,7 +267,7 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 	var head string
 	var hadGrants bool
-	err := tx.Stmt(w.stmts[sqlHead]).QueryRow(wr.AppID, wr.DB, wr.ID).Scan(&head, &hadGrants)
+	err := w.st(sqlHead).QueryRow(wr.AppID, wr.DB, wr.ID).Scan(&head, &hadGrants)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return commitRes{}, err
 	}
@@ -234,7 +276,7 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 	}
 	seq, ok := w.seqs[wr.AppID]
 	if !ok {
-		if err := tx.Stmt(w.stmts[sqlAppSeq]).QueryRow(wr.AppID).Scan(&seq); err != nil {
+		if err := w.st(sqlAppSeq).QueryRow(wr.AppID).Scan(&seq); err != nil {
 			return commitRes{}, err
 		}
 	}
@@ -243,7 +285,7 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 	w.dirty[wr.AppID] = true
 	k := dbKey{wr.AppID, wr.DB}
 	if !w.dbs[k] {
-		if _, err := tx.Stmt(w.stmts[sqlAddDB]).Exec(wr.AppID, wr.DB); err != nil {
+		if _, err := w.st(sqlAddDB).Exec(wr.AppID, wr.DB); err != nil {
 			return commitRes{}, err
 		}
 		w.newDBs = append(w.newDBs, k)
@@ -254,7 +296,7 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 	}
 	t := wr.Time.UnixNano()
 	channels := channelsJSON(wr.Channels)
-	if _, err := tx.Stmt(w.stmts[sqlLedger]).Exec(wr.AppID, seq, wr.DB, wr.ID, wr.Rev, wr.Deleted, body, t,
+	if _, err := w.st(sqlLedger).Exec(wr.AppID, seq, wr.DB, wr.ID, wr.Rev, wr.Deleted, body, t,
 		wr.Writer.User, wr.Writer.Device, wr.Writer.Handler, wr.Path, channels, wr.PrevSeq); err != nil {
 		return commitRes{}, err
 	}
@@ -262,7 +304,7 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 	if wr.Deleted {
 		grants = nil
 	}
-	if _, err := tx.Stmt(w.stmts[sqlSaveHead]).Exec(wr.AppID, wr.DB, wr.ID, wr.Rev, wr.Deleted, body, seq, t,
+	if _, err := w.st(sqlSaveHead).Exec(wr.AppID, wr.DB, wr.ID, wr.Rev, wr.Deleted, body, seq, t,
 		channels, len(grants) > 0); err != nil {
 		return commitRes{}, err
 	}
@@ -272,7 +314,7 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 		}
 	}
 	if ev := wr.Event; ev != nil {
-		if _, err := tx.Stmt(w.stmts[sqlAddEvent]).Exec(wr.AppID, seq, ev.Depth, ev.NextAt.UnixNano()); err != nil {
+		if _, err := w.st(sqlAddEvent).Exec(wr.AppID, seq, ev.Depth, ev.NextAt.UnixNano()); err != nil {
 			return commitRes{}, err
 		}
 	}
@@ -305,7 +347,7 @@ func parseChannels(s sql.NullString) []string {
 func (w *writer) replaceGrants(tx *sql.Tx, wr *store.Write, hadGrants bool, grants []store.Grant) (bool, error) {
 	var old []store.Grant
 	if hadGrants {
-		rows, err := tx.Stmt(w.stmts[sqlDocGrants]).Query(wr.AppID, wr.DB, wr.ID)
+		rows, err := w.st(sqlDocGrants).Query(wr.AppID, wr.DB, wr.ID)
 		if err != nil {
 			return false, err
 		}
@@ -327,10 +369,10 @@ func (w *writer) replaceGrants(tx *sql.Tx, wr *store.Write, hadGrants bool, gran
 	}
 	changed := false
 	for _, g := range old {
-		if _, err := tx.Stmt(w.stmts[sqlCountDown]).Exec(wr.AppID, g.Kind, g.Principal, g.Channel); err != nil {
+		if _, err := w.st(sqlCountDown).Exec(wr.AppID, g.Kind, g.Principal, g.Channel); err != nil {
 			return false, err
 		}
-		res, err := tx.Stmt(w.stmts[sqlCountDrop]).Exec(wr.AppID, g.Kind, g.Principal, g.Channel)
+		res, err := w.st(sqlCountDrop).Exec(wr.AppID, g.Kind, g.Principal, g.Channel)
 		if err != nil {
 			return false, err
 		}
@@ -338,15 +380,15 @@ func (w *writer) replaceGrants(tx *sql.Tx, wr *store.Write, hadGrants bool, gran
 			changed = true
 		}
 	}
-	if _, err := tx.Stmt(w.stmts[sqlDropGrants]).Exec(wr.AppID, wr.DB, wr.ID); err != nil {
+	if _, err := w.st(sqlDropGrants).Exec(wr.AppID, wr.DB, wr.ID); err != nil {
 		return false, err
 	}
 	for _, g := range grants {
-		if _, err := tx.Stmt(w.stmts[sqlAddGrant]).Exec(wr.AppID, wr.DB, wr.ID, g.Kind, g.Principal, g.Channel); err != nil {
+		if _, err := w.st(sqlAddGrant).Exec(wr.AppID, wr.DB, wr.ID, g.Kind, g.Principal, g.Channel); err != nil {
 			return false, err
 		}
 		var n int64
-		if err := tx.Stmt(w.stmts[sqlCountUp]).QueryRow(wr.AppID, g.Kind, g.Principal, g.Channel).Scan(&n); err != nil {
+		if err := w.st(sqlCountUp).QueryRow(wr.AppID, g.Kind, g.Principal, g.Channel).Scan(&n); err != nil {
 			return false, err
 		}
 		if n == 1 {
