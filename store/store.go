@@ -309,6 +309,13 @@ type Events interface {
 	SaveTick(ctx context.Context, appID int64, t Tick) error
 	// LastTick returns the latest recorded tick, or nil.
 	LastTick(ctx context.Context, appID int64) (*Tick, error)
+	// AcquireTick gives the app's scheduled tick planned at planned to one
+	// node: the first to ask gets true, every other node false. It is a
+	// lease with fencing: planned only moves forward, so a node asking for
+	// a tick older than the latest one given gets false; the node holding
+	// a tick gets true again if it asks again. node names the asker (for
+	// a PostgreSQL store, its Node()).
+	AcquireTick(ctx context.Context, appID int64, planned time.Time, node string) (bool, error)
 }
 
 // Event is one outbox entry with the revision it announces.

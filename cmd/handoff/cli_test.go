@@ -54,7 +54,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"db", "frob"}, `unknown command "frob"`},
 		{[]string{"frob"}, `unknown command "frob"`},
 		{[]string{"app", "member", "add", "--app", "a/b", "bob"}, `"role" not set`},
-		{[]string{"serve", "--postgres", "postgres://x"}, "--postgres is not supported yet"},
+		{[]string{"serve", "--postgres", "http://x"}, "--postgres"},
 		{[]string{"serve", "--app", "a/b=./no-such-dir"}, "is not a folder"},
 		{[]string{"serve", "--app", "A/b=."}, "owner/name"},
 		{[]string{"db", "import", "--app", "a/b", "--db", "d", "f", "--batch", "0"}, "--batch"},

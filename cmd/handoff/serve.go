@@ -16,6 +16,8 @@ import (
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/server"
+	"github.com/handoff-run/handoff/store"
+	"github.com/handoff-run/handoff/store/postgres"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -42,7 +44,7 @@ type serveOptions struct {
 func (c *cli) serveCmd() *cobra.Command {
 	var o serveOptions
 	cmd := &cobra.Command{
-		Use:   "serve [--data DIR] [--addr HOST:PORT]",
+		Use:   "serve [--data DIR] [--addr HOST:PORT] [--postgres URL]",
 		Short: "Run the handoff server",
 		Long: `Run the handoff server on an embedded store in the data directory
 (--data, else $HANDOFF_DATA, else ./` + defaultDataDir + `).
@@ -51,12 +53,19 @@ On first start the admin user is created. With $HANDOFF_ADMIN_TOKEN set,
 that is the admin's token; otherwise a random token is written to
 DIR/` + adminTokenFile + ` (mode 0600) and its path is printed.
 
+With --postgres URL (else $HANDOFF_POSTGRES), the store is that PostgreSQL
+database instead, which several servers may share; the data directory
+still holds ` + adminTokenFile + ` and ` + serverKeyFile + `.
+
 SIGINT or SIGTERM stops the server gracefully: it stops accepting
 connections and lets requests in flight finish.`,
 		Args: noArgs,
 		RunE: action(func(cmd *cobra.Command, args []string) error {
-			if o.postgres != "" {
-				return usageError{"--postgres is not supported yet; run without it to use the embedded store in --data"}
+			if o.postgres == "" {
+				o.postgres = c.getenv("HANDOFF_POSTGRES")
+			}
+			if err := postgres.CheckURL(o.postgres); o.postgres != "" && err != nil {
+				return usageError{"--postgres (or HANDOFF_POSTGRES) must be a postgres://USER:PASSWORD@HOST:PORT/DB URL: " + err.Error()}
 			}
 			for _, a := range o.apps {
 				m, err := parseMount(a)
@@ -77,7 +86,7 @@ connections and lets requests in flight finish.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.data, "data", "", "data directory (default $HANDOFF_DATA, else ./"+defaultDataDir+")")
 	fl.StringVar(&o.addr, "addr", defaultAddr, "address to listen on, HOST:PORT (port 0 picks a free one)")
-	fl.StringVar(&o.postgres, "postgres", "", "PostgreSQL URL (not supported yet)")
+	fl.StringVar(&o.postgres, "postgres", "", "PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DB, to use instead of the embedded store (default $HANDOFF_POSTGRES)")
 	fl.StringArrayVar(&o.apps, "app", nil, "owner/name=DIR: serve the app's code from DIR and redeploy it on every edit (repeatable)")
 	return cmd
 }
@@ -88,8 +97,15 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	if err := os.MkdirAll(o.data, 0o700); err != nil {
 		return errs.New(errs.Invalid, "cannot create the data directory %s: %v", o.data, err)
 	}
-	st, err := sqlite.Open(o.data)
-	if err != nil {
+	var st store.Store
+	var err error
+	where := o.data
+	if o.postgres != "" {
+		where = postgres.Redact(o.postgres)
+		if st, err = postgres.Open(ctx, o.postgres); err != nil {
+			return errs.New(errs.Unavailable, "cannot open the PostgreSQL store: %v", err)
+		}
+	} else if st, err = sqlite.Open(o.data); err != nil {
 		return errs.New(errs.Internal, "cannot open the store in %s: %v", o.data, err)
 	}
 	defer func() {
@@ -154,7 +170,7 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	log.Info("handoff listening", "url", "http://"+ln.Addr().String(), "data", o.data, "version", versionString())
+	log.Info("handoff listening", "url", "http://"+ln.Addr().String(), "data", o.data, "store", where, "version", versionString())
 
 	select {
 	case err := <-served:

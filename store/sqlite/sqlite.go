@@ -37,6 +37,7 @@ type Store struct {
 	reads   readStmts
 	indexes sync.Map // field -> struct{}: expression indexes that exist
 	leases  leases
+	ticks   tickLeases
 	watch   watchers
 }
 

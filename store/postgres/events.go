@@ -1,0 +1,186 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/handoff-run/handoff/store"
+)
+
+// Event leases live in the events table (lease_until, lease_owner), so
+// every node sharing the database sees them: a claim takes due, unleased
+// events with FOR UPDATE SKIP LOCKED, so two nodes claiming at once never
+// get the same event and never wait for each other. A node that dies
+// keeps its leases until they run out; then any node claims the events
+// again (at least once). Times are the callers' clocks (the engine's), in
+// nanoseconds, as everywhere in this store.
+
+const eventCols = `e.seq, e.depth, e.attempts, e.next_at, e.dead, e.last_error,
+	r.db, r.id, r.rev, r.deleted, r.body, r.time, r.writer_user, r.writer_device, r.writer_handler, r.path, r.channels,
+	o.seq, o.rev, o.deleted, o.body`
+
+const eventJoins = `
+	JOIN revisions r ON r.app_id = e.app_id AND r.seq = e.seq
+	LEFT JOIN revisions o ON o.app_id = e.app_id AND o.seq = r.prev_seq AND r.prev_seq > 0`
+
+// sqlClaim leases up to $3 due events ($2 is now) of app $1 to node $5
+// until $4, lowest seq first, and returns them with their revisions.
+const sqlClaim = `WITH picked AS (
+		SELECT seq FROM events
+		WHERE app_id = $1 AND NOT dead AND next_at <= $2 AND lease_until <= $2
+		ORDER BY seq LIMIT $3
+		FOR UPDATE SKIP LOCKED
+	), e AS (
+		UPDATE events ev SET lease_until = $4, lease_owner = $5
+		FROM picked WHERE ev.app_id = $1 AND ev.seq = picked.seq
+		RETURNING ev.*
+	)
+	SELECT ` + eventCols + ` FROM e` + eventJoins + ` ORDER BY e.seq`
+
+func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, sqlClaim, appID, now.UnixNano(), limit, now.Add(lease).UnixNano(), s.node)
+	return scanEvents(appID, rows, err)
+}
+
+// NextEventDue reports when the app's next live event can be claimed:
+// its NextAt, or, while it is leased, the end of its lease, when it is
+// due again unless its delivery settles first. An event leased to a node
+// that died is thus retried on time by the others.
+func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool, error) {
+	var at int64
+	err := s.pool.QueryRow(ctx, `SELECT greatest(next_at, lease_until) FROM events WHERE app_id = $1 AND NOT dead
+		ORDER BY greatest(next_at, lease_until) LIMIT 1`, appID).Scan(&at)
+	if noRows(err) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return fromNanos(at), true, nil
+}
+
+// SettleEvent runs at once; its transaction does not wait for the WAL
+// flush (the contract lets a settlement become durable after it returns:
+// lost in a crash, it costs one more delivery once the lease runs out).
+// A retry or a death is recorded only while this node still holds the
+// lease: after it ran out and another node took the event, that node's
+// outcome counts.
+func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Settlement) error {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL synchronous_commit = off")
+	if st.Ack {
+		b.Queue(`DELETE FROM events WHERE app_id = $1 AND seq = $2`, appID, seq)
+	} else {
+		b.Queue(`UPDATE events SET attempts = $3, next_at = $4, dead = $5, last_error = $6, lease_until = 0, lease_owner = ''
+			WHERE app_id = $1 AND seq = $2 AND lease_owner IN ($7, '')`,
+			appID, seq, st.Attempts, st.NextAt.UnixNano(), st.Dead, pgText(st.LastError), s.node)
+	}
+	b.Queue("COMMIT")
+	return s.pool.SendBatch(ctx, b).Close()
+}
+
+func (s *Store) ListEvents(ctx context.Context, appID int64, dead bool, afterSeq int64, n int) ([]store.Event, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+eventCols+` FROM events e`+eventJoins+`
+		WHERE e.app_id = $1 AND e.dead = $2 AND e.seq > $3 ORDER BY e.seq LIMIT $4`, appID, dead, afterSeq, limit(n))
+	return scanEvents(appID, rows, err)
+}
+
+func (s *Store) ReplayEvent(ctx context.Context, appID, seq int64, now time.Time) error {
+	ct, err := s.pool.Exec(ctx, `UPDATE events SET dead = false, attempts = 0, next_at = $3, last_error = '', lease_until = 0, lease_owner = ''
+		WHERE app_id = $1 AND seq = $2 AND dead`, appID, seq, now.UnixNano())
+	if err != nil {
+		return err
+	}
+	if ct.RowsAffected() == 0 {
+		return fmt.Errorf("dead event %d: %w", seq, store.ErrNotFound)
+	}
+	return nil
+}
+
+func (s *Store) EventApps(ctx context.Context) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT app_id FROM events WHERE NOT dead ORDER BY app_id`)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, pgx.RowTo[int64])
+}
+
+func (s *Store) SaveTick(ctx context.Context, appID int64, t store.Tick) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO ticks (app_id, planned, started, duration, error) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (app_id) DO UPDATE SET planned = excluded.planned, started = excluded.started,
+		duration = excluded.duration, error = excluded.error`,
+		appID, t.Planned.UnixNano(), t.Started.UnixNano(), int64(t.Duration), pgText(t.Error))
+	return err
+}
+
+func (s *Store) LastTick(ctx context.Context, appID int64) (*store.Tick, error) {
+	var t store.Tick
+	var planned, started, dur int64
+	err := s.pool.QueryRow(ctx, `SELECT planned, started, duration, error FROM ticks WHERE app_id = $1`, appID).
+		Scan(&planned, &started, &dur, &t.Error)
+	if noRows(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.Planned, t.Started, t.Duration = fromNanos(planned), fromNanos(started), time.Duration(dur)
+	return &t, nil
+}
+
+// AcquireTick gives the app's tick planned at planned to the first node
+// that asks for it; see store.Events. The lease row only moves forward:
+// a node asking for a tick older than the latest given gets false, and
+// the node holding a tick gets true again if it asks again.
+func (s *Store) AcquireTick(ctx context.Context, appID int64, planned time.Time, node string) (bool, error) {
+	rows, err := s.pool.Query(ctx, `INSERT INTO tick_leases (app_id, planned, node) VALUES ($1, $2, $3)
+		ON CONFLICT (app_id) DO UPDATE SET planned = excluded.planned, node = excluded.node
+		WHERE tick_leases.planned < excluded.planned
+			OR (tick_leases.planned = excluded.planned AND tick_leases.node = excluded.node)
+		RETURNING true`, appID, planned.UnixNano(), node)
+	if err != nil {
+		return false, err
+	}
+	got, err := collect(rows, pgx.RowTo[bool])
+	return len(got) > 0, err
+}
+
+func scanEvents(appID int64, rows pgx.Rows, err error) ([]store.Event, error) {
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(row pgx.CollectableRow) (store.Event, error) {
+		ev := store.Event{AppID: appID}
+		var next, t int64
+		var body, ch *string
+		var oSeq *int64
+		var oRev, oBody *string
+		var oDeleted *bool
+		r := &ev.Rev
+		if err := row.Scan(&ev.Seq, &ev.Depth, &ev.Attempts, &next, &ev.Dead, &ev.LastError,
+			&r.DB, &r.ID, &r.Rev, &r.Deleted, &body, &t, &r.Writer.User, &r.Writer.Device, &r.Writer.Handler, &r.Path, &ch,
+			&oSeq, &oRev, &oDeleted, &oBody); err != nil {
+			return ev, err
+		}
+		ev.NextAt = fromNanos(next)
+		r.Seq, r.Time, r.Channels = ev.Seq, fromNanos(t), parseChannels(ch)
+		if body != nil {
+			r.Body = []byte(*body)
+		}
+		if oSeq != nil && !*oDeleted {
+			o := store.Revision{Doc: store.Doc{DB: r.DB, ID: r.ID, Rev: *oRev, Seq: *oSeq}}
+			if oBody != nil {
+				o.Body = []byte(*oBody)
+			}
+			ev.Old = &o
+		}
+		return ev, nil
+	})
+}

@@ -1,0 +1,168 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/handoff-run/handoff/store"
+)
+
+// Field queries use one expression index per queried field, created the
+// first time the field is queried:
+//
+//	(app_id, db, handoff_field_key(body -> 'a' -> 'b'), id) WHERE ... IS NOT NULL
+//
+// so a query finds its matches by equality and reads them in id order:
+// its cost does not grow with the database. body is jsonb, whose equality
+// is JSON's: a string never equals a number, true never equals 1, and 1
+// equals 1.0. The text operator -> reads object members only, never array
+// elements, like SQLite's '$."a"."b"'. handoff_field_key (schema.go) keeps
+// oversized values out of the btree; the query compares the value itself
+// as well.
+
+// fieldExpr turns "a.b" into body -> 'a' -> 'b' on the given column.
+// Fields are validated by the engine (letters, digits, '_', '-' and dots);
+// anything else is refused here too, since the field is embedded in SQL.
+func fieldExpr(col, field string) (string, error) {
+	if field == "" || strings.HasPrefix(field, ".") || strings.HasSuffix(field, ".") || strings.Contains(field, "..") {
+		return "", fmt.Errorf("field %q is not a dotted path of names", field)
+	}
+	for _, c := range field {
+		if !(c == '.' || c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return "", fmt.Errorf("field %q is not a dotted path of names", field)
+		}
+	}
+	return col + " -> '" + strings.ReplaceAll(field, ".", "' -> '") + "'", nil
+}
+
+func indexName(field string) string {
+	h := sha256.Sum256([]byte(field))
+	return "docs_field_" + hex.EncodeToString(h[:8])
+}
+
+// loadIndexes learns the valid field indexes that exist, so queries of
+// those fields do not ask again.
+func (s *Store) loadIndexes(ctx context.Context) error {
+	rows, err := s.pool.Query(ctx, `SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = 'docs'::regclass AND i.indisvalid AND c.relname LIKE 'docs\_field\_%'`)
+	if err != nil {
+		return err
+	}
+	names, err := collect(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		s.indexes.Store(n, struct{}{})
+	}
+	return nil
+}
+
+// ensureIndex creates the field's index unless it exists. It is built
+// CONCURRENTLY, so writes go on while it is built, under an advisory lock,
+// so that nodes asking at once build it once; a build that was cut off
+// leaves an invalid index, which is dropped and built again.
+func (s *Store) ensureIndex(ctx context.Context, field string) error {
+	name := indexName(field)
+	if _, ok := s.indexes.Load(name); ok {
+		return nil
+	}
+	expr, err := fieldExpr("body", field)
+	if err != nil {
+		return err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	h := sha256.Sum256([]byte("handoff index " + name))
+	lock := int64(binary.BigEndian.Uint64(h[:8]))
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lock); err != nil {
+		return err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lock)
+	var valid bool
+	err = conn.QueryRow(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)`, name).Scan(&valid)
+	switch {
+	case err == nil && valid:
+		s.indexes.Store(name, struct{}{})
+		return nil
+	case err == nil:
+		if _, err := conn.Exec(ctx, `DROP INDEX CONCURRENTLY IF EXISTS `+name); err != nil {
+			return fmt.Errorf("drop the broken index of field %q: %w", field, err)
+		}
+	case !noRows(err):
+		return err
+	}
+	key := "handoff_field_key(" + expr + ")"
+	q := fmt.Sprintf(`CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON docs (app_id, db, (%s), id) WHERE %s IS NOT NULL`, name, key, key)
+	if _, err := conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("create the index of field %q: %w", field, err)
+	}
+	if _, err := conn.Exec(ctx, `COMMENT ON INDEX `+name+` IS `+quoteLiteral("field "+field)); err != nil {
+		return err
+	}
+	s.indexes.Store(name, struct{}{})
+	return nil
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// querySQL is the field query; its key expression repeats the index's
+// exactly, so that PostgreSQL uses the index.
+func querySQL(field string) (string, error) {
+	expr, err := fieldExpr("body", field)
+	if err != nil {
+		return "", err
+	}
+	return `SELECT id, rev, body_text, seq, time, channels FROM docs
+		WHERE app_id = $1 AND db = $2 AND handoff_field_key(` + expr + `) = handoff_field_key($3::jsonb)
+		AND ` + expr + ` = $3::jsonb AND id > $4 ORDER BY id LIMIT $5`, nil
+}
+
+func (s *Store) Query(ctx context.Context, q store.Query) ([]store.Doc, error) {
+	if !json.Valid(q.Key) {
+		return nil, fmt.Errorf("query key is not JSON: %s", q.Key)
+	}
+	if err := s.ensureIndex(ctx, q.Field); err != nil {
+		return nil, err
+	}
+	sq, err := querySQL(q.Field)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, sq, q.AppID, q.DB, jsonbText(q.Key), q.After, limit(q.Limit))
+	return scanDocs(q.DB, rows, err)
+}
+
+// Transitions reads the field from the ledger's JSON text (the json type
+// keeps it as written), so From and To are the value's JSON text as the
+// engine wrote it; a missing field reads as null.
+func (s *Store) Transitions(ctx context.Context, appID int64, db, field string) ([]store.Transition, error) {
+	from, err := fieldExpr("o.body::json", field)
+	if err != nil {
+		return nil, err
+	}
+	to, _ := fieldExpr("r.body::json", field)
+	rows, err := s.pool.Query(ctx, `SELECT CASE WHEN o.seq IS NULL THEN '' ELSE coalesce((`+from+`)::text, 'null') END,
+			coalesce((`+to+`)::text, 'null'), count(*)
+		FROM revisions r LEFT JOIN revisions o ON o.app_id = r.app_id AND o.seq = r.prev_seq AND r.prev_seq > 0 AND NOT o.deleted
+		WHERE r.app_id = $1 AND r.db = $2 AND NOT r.deleted
+		GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2`, appID, db)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(row pgx.CollectableRow) (store.Transition, error) {
+		var t store.Transition
+		err := row.Scan(&t.From, &t.To, &t.Count)
+		return t, err
+	})
+}

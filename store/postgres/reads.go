@@ -1,0 +1,119 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/handoff-run/handoff/store"
+)
+
+const revCols = `seq, db, id, rev, deleted, body, time, writer_user, writer_device, writer_handler, path, channels`
+
+func (s *Store) Get(ctx context.Context, appID int64, db, id string) (*store.Doc, error) {
+	d := store.Doc{DB: db, ID: id}
+	var body, ch *string
+	var t int64
+	err := s.pool.QueryRow(ctx, `SELECT rev, deleted, body_text, seq, time, channels, has_grants FROM docs WHERE app_id = $1 AND db = $2 AND id = $3`,
+		appID, db, id).Scan(&d.Rev, &d.Deleted, &body, &d.Seq, &t, &ch, &d.HasGrants)
+	if noRows(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		d.Body = []byte(*body)
+	}
+	d.Time = fromNanos(t)
+	d.Channels = parseChannels(ch)
+	return &d, nil
+}
+
+func (s *Store) History(ctx context.Context, appID int64, db, id string) ([]store.Revision, error) {
+	return scanRevisions(s.pool.Query(ctx, `SELECT `+revCols+` FROM revisions WHERE app_id = $1 AND db = $2 AND id = $3 ORDER BY seq`, appID, db, id))
+}
+
+func (s *Store) Changes(ctx context.Context, appID int64, db string, since int64, n int) ([]store.Revision, error) {
+	if db == "" {
+		return scanRevisions(s.pool.Query(ctx, `SELECT `+revCols+` FROM revisions WHERE app_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, appID, since, limit(n)))
+	}
+	return scanRevisions(s.pool.Query(ctx, `SELECT `+revCols+` FROM revisions WHERE app_id = $1 AND db = $2 AND seq > $3 ORDER BY seq LIMIT $4`, appID, db, since, limit(n)))
+}
+
+func (s *Store) Scan(ctx context.Context, appID int64, db, after string, n int) ([]store.Doc, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, rev, body_text, seq, time, channels FROM docs
+		WHERE app_id = $1 AND db = $2 AND id > $3 AND NOT deleted ORDER BY id LIMIT $4`, appID, db, after, limit(n))
+	return scanDocs(db, rows, err)
+}
+
+func (s *Store) LastSeq(ctx context.Context, appID int64) (int64, error) {
+	var seq int64
+	err := s.pool.QueryRow(ctx, `SELECT seq FROM apps WHERE id = $1`, appID).Scan(&seq)
+	if noRows(err) {
+		return 0, fmt.Errorf("app %d: %w", appID, store.ErrNotFound)
+	}
+	return seq, err
+}
+
+func (s *Store) Databases(ctx context.Context, appID int64) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name FROM dbs WHERE app_id = $1 ORDER BY name`, appID)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, pgx.RowTo[string])
+}
+
+func (s *Store) GrantsFor(ctx context.Context, appID int64, user string) ([]store.Grant, error) {
+	rows, err := s.pool.Query(ctx, `SELECT kind, principal, channel FROM grant_counts WHERE app_id = $1
+		AND (kind IN ('role', 'public') OR (kind IN ('user', 'member') AND principal = $2))`, appID, user)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(row pgx.CollectableRow) (store.Grant, error) {
+		var g store.Grant
+		err := row.Scan(&g.Kind, &g.Principal, &g.Channel)
+		return g, err
+	})
+}
+
+func scanDocs(db string, rows pgx.Rows, err error) ([]store.Doc, error) {
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(row pgx.CollectableRow) (store.Doc, error) {
+		d := store.Doc{DB: db}
+		var body string
+		var ch *string
+		var t int64
+		if err := row.Scan(&d.ID, &d.Rev, &body, &d.Seq, &t, &ch); err != nil {
+			return d, err
+		}
+		d.Body = []byte(body)
+		d.Time = fromNanos(t)
+		d.Channels = parseChannels(ch)
+		return d, nil
+	})
+}
+
+func scanRevisions(rows pgx.Rows, err error) ([]store.Revision, error) {
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(row pgx.CollectableRow) (store.Revision, error) {
+		var r store.Revision
+		var body, ch *string
+		var t int64
+		if err := row.Scan(&r.Seq, &r.DB, &r.ID, &r.Rev, &r.Deleted, &body, &t,
+			&r.Writer.User, &r.Writer.Device, &r.Writer.Handler, &r.Path, &ch); err != nil {
+			return r, err
+		}
+		r.Channels = parseChannels(ch)
+		if body != nil {
+			r.Body = []byte(*body)
+		}
+		r.Time = fromNanos(t)
+		return r, nil
+	})
+}
