@@ -71,6 +71,8 @@ type Engine struct {
 	// secrets caches each app's opened secrets for its handlers.
 	secrets   sync.Map // app ID -> map[string]string
 	secretKey []byte
+	// node names this engine among the nodes sharing a database.
+	node string
 }
 
 type appState struct {
@@ -93,6 +95,7 @@ func New(st store.Store, o Options) *Engine {
 	}
 	e := &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, rt: o.Runtime,
 		backends: o.Backends, observe: o.OnDelivery, secretKey: o.SecretKey, apps: map[string]*appState{}}
+	e.node = mintID(e.clock.Now())
 	st.Watch(e.notify)
 	return e
 }

@@ -48,6 +48,14 @@ func (ar *appRunner) schedule() {
 
 func (ar *appRunner) runTick(app *appState, be Backend, planned time.Time) {
 	e, ctx := ar.r.e, ar.r.ctx
+	// On a shared database several nodes plan the same tick: the first to
+	// take it runs it, the others skip it.
+	if ok, err := e.st.AcquireTick(ctx, ar.id, planned, e.node); err != nil || !ok {
+		if err != nil && ctx.Err() == nil {
+			e.log.Error("taking a scheduled tick", "app", ar.ref, "err", err)
+		}
+		return
+	}
 	e.activity.Add(1)
 	defer e.activity.Add(1)
 	ar.mu.Lock()
