@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	mrand "math/rand/v2"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,11 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/handoff-run/handoff/client"
 	"github.com/handoff-run/handoff/examples"
-	"github.com/handoff-run/handoff/store/postgres"
+	"github.com/handoff-run/handoff/internal/pgtest"
 )
 
 // defaultTestPostgres is where the PostgreSQL tests look unless
@@ -29,65 +24,8 @@ import (
 // its own there and drops it afterwards.
 const defaultTestPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
-// needPostgres returns the URL to create test databases from, or skips
-// the test when PostgreSQL is not reachable (fails under CI).
-func needPostgres(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("HANDOFF_TEST_POSTGRES")
-	if base == "" {
-		base = defaultTestPostgres
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		msg := "PostgreSQL is not reachable at " + postgres.Redact(base) + ": " + err.Error() +
-			"; start it, or set HANDOFF_TEST_POSTGRES=postgres://USER@HOST:PORT/DB?sslmode=disable (a role that may CREATE DATABASE)"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	conn.Close(ctx)
-	return base
-}
-
-// freshPostgres creates an empty database for one test, drops it when the
-// test ends, and returns its URL with a pool of maxConns per node.
-func freshPostgres(t *testing.T, maxConns int) string {
-	t.Helper()
-	base := needPostgres(t)
-	var b [6]byte
-	rand.Read(b[:])
-	name := "handoff_test_" + hex.EncodeToString(b[:])
-	admin := func(sql string) error {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := admin(`CREATE DATABASE ` + name); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		if err := admin(`DROP DATABASE IF EXISTS ` + name + ` WITH (FORCE)`); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("HANDOFF_TEST_POSTGRES must be a postgres:// URL: %v", err)
-	}
-	u.Path = "/" + name
-	q := u.Query()
-	q.Set("pool_max_conns", strconv.Itoa(maxConns))
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+// freshPostgres: see internal/pgtest.
+func freshPostgres(t *testing.T, maxConns int) string { return pgtest.Fresh(t, maxConns) }
 
 // multiBackendJS is crashBackendJS (the job protocol with seen- and
 // finished- markers) with a short run limit, so that a killed node's
