@@ -96,6 +96,9 @@ func New(st store.Store, o Options) *Engine {
 	e := &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, rt: o.Runtime,
 		backends: o.Backends, observe: o.OnDelivery, secretKey: o.SecretKey, apps: map[string]*appState{}}
 	e.node = mintID(e.clock.Now())
+	if gw, ok := st.(store.GrantWatcher); ok {
+		gw.WatchGrants(e.grantsChanged)
+	}
 	st.Watch(e.notify)
 	return e
 }
@@ -148,6 +151,18 @@ func (e *Engine) app(ctx context.Context, ref string) (*appState, error) {
 		e.mu.Unlock()
 	}
 	return st, nil
+}
+
+// grantsChanged drops the cached permissions of an app whose live grants
+// a commit just changed; the store calls it before waking followers.
+func (e *Engine) grantsChanged(appID int64) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for _, st := range e.apps {
+		if st.ID == appID {
+			st.grants.clear()
+		}
+	}
 }
 
 // appAs is app for a caller: a device scoped to another app is refused

@@ -129,6 +129,13 @@ type Documents interface {
 	GrantsFor(ctx context.Context, appID int64, user string) ([]Grant, error)
 }
 
+// GrantWatcher is a Store that tells, before its Watch callbacks run,
+// which commits changed an app's live grants, so cached permissions are
+// dropped before any follower woken by the commit reads with them.
+type GrantWatcher interface {
+	WatchGrants(fn func(appID int64))
+}
+
 // Code keeps the numbered versions of each app's code. One version is
 // active; deploying adds a version and activates it, a rollback activates
 // an older one.

@@ -119,3 +119,7 @@ var errClosed = errors.New("sqlite store is closed")
 
 // Watch registers fn to hear of every commit; see store.Store.
 func (s *Store) Watch(fn func(appID, seq int64)) { s.watch.add(fn) }
+
+// WatchGrants registers fn to hear, before Watch's callbacks, of each
+// commit that changed an app's live grants; see store.GrantWatcher.
+func (s *Store) WatchGrants(fn func(appID int64)) { s.watch.addGrants(fn) }

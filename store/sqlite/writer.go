@@ -63,9 +63,11 @@ type writer struct {
 	db *sql.DB
 	// watchers hear of each commit (Store.Watch); set before writes start.
 	watchers *watchers
-	seqs     map[int64]int64
-	dbs      map[dbKey]bool
-	stmts    map[string]*sql.Stmt
+	// grantApps are the apps whose live grants this transaction changed.
+	grantApps map[int64]bool
+	seqs      map[int64]int64
+	dbs       map[dbKey]bool
+	stmts     map[string]*sql.Stmt
 	// txStmts are stmts bound to the open transaction, each made once per
 	// transaction rather than once per statement run.
 	txStmts map[string]*sql.Stmt
@@ -226,6 +228,7 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 		}
 	}()
 	w.dirty = map[int64]bool{}
+	w.grantApps = map[int64]bool{}
 	w.newDBs = w.newDBs[:0]
 	for i, req := range batch {
 		if req.ack != nil {
@@ -255,6 +258,11 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 	}
 	for _, k := range w.newDBs {
 		w.dbs[k] = true
+	}
+	// Who may read what changes before anyone hears of the commit: a
+	// follower woken by it must not read with the grants of before.
+	for app := range w.grantApps {
+		w.watchers.notifyGrants(app)
 	}
 	for app := range w.dirty {
 		w.watchers.notify(app, w.seqs[app])
@@ -311,6 +319,9 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 	if hadGrants || len(grants) > 0 {
 		if wr.GrantsChanged, err = w.replaceGrants(tx, wr, hadGrants, grants); err != nil {
 			return commitRes{}, err
+		}
+		if wr.GrantsChanged {
+			w.grantApps[wr.AppID] = true
 		}
 	}
 	if ev := wr.Event; ev != nil {
@@ -415,10 +426,25 @@ func sameGrants(a, b []store.Grant) bool {
 	return true
 }
 
-// watchers are the Store.Watch callbacks.
+// watchers are the Store.Watch and WatchGrants callbacks.
 type watchers struct {
-	mu  sync.RWMutex
-	fns []func(appID, seq int64)
+	mu     sync.RWMutex
+	fns    []func(appID, seq int64)
+	grants []func(appID int64)
+}
+
+func (ws *watchers) addGrants(fn func(appID int64)) {
+	ws.mu.Lock()
+	ws.grants = append(ws.grants, fn)
+	ws.mu.Unlock()
+}
+
+func (ws *watchers) notifyGrants(app int64) {
+	ws.mu.RLock()
+	defer ws.mu.RUnlock()
+	for _, fn := range ws.grants {
+		fn(app)
+	}
 }
 
 func (ws *watchers) add(fn func(appID, seq int64)) {
