@@ -144,12 +144,7 @@ func (r configReader) onChange(v goja.Value, cfg *engine.BackendConfig) error {
 			}
 			cfg.OnChange.Concurrency = n
 		case "timeout":
-			d, ok := parseDuration(val)
-			if !ok && goja.IsNumber(val) {
-				if ms := val.ToFloat(); !math.IsNaN(ms) && !math.IsInf(ms, 0) && ms >= 0 && ms <= float64(maxRunTimeout/time.Millisecond) {
-					d, ok = time.Duration(ms*float64(time.Millisecond)), true
-				}
-			}
+			d, ok := durationOrMillis(val, maxRunTimeout)
 			if !ok || d < minRunTimeout || d > maxRunTimeout {
 				return r.fail(field, `is %s; write a duration from 1s to 1h such as "15m" or "30s", or a number of milliseconds`, describe(val))
 			}
@@ -174,6 +169,22 @@ func (r configReader) object(v goja.Value, field, example string) (*goja.Object,
 		return nil, r.fail(field, "is %s; write an object, e.g. %s", describe(v), example)
 	}
 	return o, nil
+}
+
+// durationOrMillis reads a duration string or a number of milliseconds
+// up to limit.
+func durationOrMillis(v goja.Value, limit time.Duration) (time.Duration, bool) {
+	if d, ok := parseDuration(v); ok {
+		return d, true
+	}
+	if !goja.IsNumber(v) {
+		return 0, false
+	}
+	ms := v.ToFloat()
+	if math.IsNaN(ms) || math.IsInf(ms, 0) || ms < 0 || ms > float64(limit/time.Millisecond) {
+		return 0, false
+	}
+	return time.Duration(ms * float64(time.Millisecond)), true
 }
 
 // parseDuration reads "<n>s|m|h". It refuses what would overflow rather

@@ -1,7 +1,6 @@
 package backend
 
 import (
-	"math"
 	"net"
 	"net/url"
 	"regexp"
@@ -76,12 +75,7 @@ func (r configReader) fetch(v goja.Value, cfg *engine.BackendConfig) error {
 			}
 			cfg.Fetch.Allow = allow
 		case "timeout":
-			d, ok := parseDuration(val)
-			if !ok && goja.IsNumber(val) {
-				if ms := val.ToFloat(); !math.IsNaN(ms) && !math.IsInf(ms, 0) && ms >= 0 && ms <= float64(maxFetchTimeout/time.Millisecond) {
-					d, ok = time.Duration(ms*float64(time.Millisecond)), true
-				}
-			}
+			d, ok := durationOrMillis(val, maxFetchTimeout)
 			if !ok || d < minFetchTimeout || d > maxFetchTimeout {
 				return r.fail(field, `is %s; write a duration from 1s to 5m such as "10s", or a number of milliseconds from 100 to 300000`, describe(val))
 			}
