@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -103,6 +104,15 @@ func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, lim
 	var pick []int64
 	var err error
 	if !sc.full {
+		if evs, ok := s.recent.above(appID, sc.cursor, now.UnixNano(), limit); ok {
+			for _, ev := range evs {
+				held[ev.Seq] = now.Add(lease)
+			}
+			if len(evs) > 0 {
+				sc.cursor = evs[len(evs)-1].Seq
+			}
+			return evs, nil
+		}
 		pick, err = s.seqsAbove(ctx, appID, now, limit, sc)
 		if err != nil {
 			return nil, err
@@ -263,7 +273,30 @@ func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool,
 	s.leases.mu.Lock()
 	held := s.leases.held(appID)
 	n := len(held)
+	sc := s.leases.scan(appID)
+	full, cursor := sc.full, sc.cursor
 	s.leases.mu.Unlock()
+	if !full {
+		// Out of full mode no live event waits to fall due and every one
+		// at or below the cursor is held, so the answer is the first event
+		// above the cursor: one row, where the scan below would step over
+		// every held event on each call of a busy deliverer.
+		if evs, ok := s.recent.above(appID, cursor, math.MaxInt64, 1); ok {
+			if len(evs) == 0 {
+				return time.Time{}, false, nil
+			}
+			return evs[0].NextAt, true, nil
+		}
+		var at int64
+		err := s.reads.firstAbove.QueryRowContext(ctx, appID, cursor).Scan(&at)
+		if errors.Is(err, sql.ErrNoRows) {
+			return time.Time{}, false, nil
+		}
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		return time.Unix(0, at), true, nil
+	}
 	// Skip past leased events: they are someone's work already.
 	rows, err := s.rdb.QueryContext(ctx, `SELECT seq, next_at FROM events WHERE app_id = ? AND dead = 0 ORDER BY next_at LIMIT ?`, appID, n+1)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 // connection as needed.
 type readStmts struct {
 	get, history, scan, changes, changesDB, lastSeq, dbs *sql.Stmt
+	// firstAbove is NextEventDue's question out of full mode.
+	firstAbove *sql.Stmt
 }
 
 const revCols = `seq, db, id, rev, deleted, body, time, user, device, handler, path, channels`
@@ -34,18 +36,24 @@ func (r *readStmts) prepare(db *sql.DB) error {
 	r.changesDB = p(`SELECT ` + revCols + ` FROM revisions WHERE app_id = ? AND db = ? AND seq > ? ORDER BY seq LIMIT ?`)
 	r.lastSeq = p(`SELECT seq FROM apps WHERE id = ?`)
 	r.dbs = p(`SELECT name FROM dbs WHERE app_id = ? ORDER BY name`)
+	r.firstAbove = p(`SELECT next_at FROM events WHERE app_id = ? AND seq > ? AND dead = 0 ORDER BY seq LIMIT 1`)
 	return err
 }
 
 func (r *readStmts) close() {
-	for _, st := range []*sql.Stmt{r.get, r.history, r.scan, r.changes, r.changesDB, r.lastSeq, r.dbs} {
+	for _, st := range []*sql.Stmt{r.get, r.history, r.scan, r.changes, r.changesDB, r.lastSeq, r.dbs, r.firstAbove} {
 		if st != nil {
 			st.Close()
 		}
 	}
 }
 
+// Get answers from the writer's cache of heads when it can; see heads.
+// Callers must not change the returned Body.
 func (s *Store) Get(ctx context.Context, appID int64, db, id string) (*store.Doc, error) {
+	if h := s.heads.get(headKey{appID, db, id}); h != nil {
+		return &h.doc, nil
+	}
 	d := store.Doc{DB: db, ID: id}
 	var body, ch sql.NullString
 	var t int64

@@ -39,6 +39,8 @@ type Store struct {
 	leases  leases
 	ticks   tickLeases
 	watch   watchers
+	heads   heads
+	recent  recentEvents
 }
 
 var _ store.Store = (*Store)(nil)
@@ -93,6 +95,8 @@ func Open(dir string) (*Store, error) {
 		return nil, err
 	}
 	w.watchers = &s.watch
+	w.heads = &s.heads
+	w.recent = &s.recent
 	go w.run(s.writes, s.stop, s.stopped)
 	return s, nil
 }

@@ -74,6 +74,15 @@ type writer struct {
 	cur     *sql.Tx
 	dirty   map[int64]bool
 	newDBs  []dbKey
+	// heads is the store's cache of committed heads; staged are the heads
+	// this transaction wrote, cached once it commits.
+	heads  *heads
+	staged map[headKey]*head
+	order  []*head
+	// recent is the store's memory of unclaimed events; events are this
+	// transaction's, added once it commits.
+	recent *recentEvents
+	events []recentEvent
 }
 
 type dbKey struct {
@@ -103,7 +112,7 @@ const (
 )
 
 func newWriter(db *sql.DB) (*writer, error) {
-	w := &writer{db: db, seqs: map[int64]int64{}, dbs: map[dbKey]bool{}, stmts: map[string]*sql.Stmt{}, txStmts: map[string]*sql.Stmt{}}
+	w := &writer{db: db, staged: map[headKey]*head{}, seqs: map[int64]int64{}, dbs: map[dbKey]bool{}, stmts: map[string]*sql.Stmt{}, txStmts: map[string]*sql.Stmt{}}
 	for _, q := range []string{sqlHead, sqlAppSeq, sqlSetSeq, sqlAddDB, sqlLedger, sqlSaveHead, sqlDropGrants, sqlAddGrant, sqlAddEvent,
 		sqlDocGrants, sqlCountUp, sqlCountDown, sqlCountDrop, sqlAckEvent} {
 		st, err := db.Prepare(q)
@@ -226,6 +235,10 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 			w.seqs = map[int64]int64{}
 			w.newDBs = w.newDBs[:0]
 		}
+		clear(w.staged)
+		w.order = w.order[:0]
+		clear(w.events)
+		w.events = w.events[:0]
 	}()
 	w.dirty = map[int64]bool{}
 	w.grantApps = map[int64]bool{}
@@ -259,6 +272,8 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 	for _, k := range w.newDBs {
 		w.dbs[k] = true
 	}
+	w.heads.put(w.order)
+	w.recent.add(w.events)
 	// Who may read what changes before anyone hears of the commit: a
 	// follower woken by it must not read with the grants of before.
 	for app := range w.grantApps {
@@ -273,13 +288,12 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 // apply writes one revision inside tx. A head that moved is an answer for
 // that write, not a failure of the batch.
 func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
-	var head string
-	var hadGrants bool
-	err := w.st(sqlHead).QueryRow(wr.AppID, wr.DB, wr.ID).Scan(&head, &hadGrants)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	k := headKey{wr.AppID, wr.DB, wr.ID}
+	cur, err := w.current(k)
+	if err != nil {
 		return commitRes{}, err
 	}
-	if head != wr.BaseRev {
+	if cur.doc.Rev != wr.BaseRev {
 		return commitRes{err: store.ErrHeadMoved}, nil
 	}
 	seq, ok := w.seqs[wr.AppID]
@@ -291,12 +305,11 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 	seq++
 	w.seqs[wr.AppID] = seq
 	w.dirty[wr.AppID] = true
-	k := dbKey{wr.AppID, wr.DB}
-	if !w.dbs[k] {
+	if dk := (dbKey{wr.AppID, wr.DB}); !w.dbs[dk] {
 		if _, err := w.st(sqlAddDB).Exec(wr.AppID, wr.DB); err != nil {
 			return commitRes{}, err
 		}
-		w.newDBs = append(w.newDBs, k)
+		w.newDBs = append(w.newDBs, dk)
 	}
 	var body any
 	if !wr.Deleted {
@@ -316,8 +329,8 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 		channels, len(grants) > 0); err != nil {
 		return commitRes{}, err
 	}
-	if hadGrants || len(grants) > 0 {
-		if wr.GrantsChanged, err = w.replaceGrants(tx, wr, hadGrants, grants); err != nil {
+	if cur.doc.HasGrants || len(grants) > 0 {
+		if wr.GrantsChanged, err = w.replaceGrants(tx, wr, cur, grants); err != nil {
 			return commitRes{}, err
 		}
 		if wr.GrantsChanged {
@@ -329,7 +342,31 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 			return commitRes{}, err
 		}
 	}
+	h := headOf(wr, seq, grants)
+	w.staged[k] = h
+	w.order = append(w.order, h)
+	if wr.Event != nil {
+		w.events = append(w.events, eventOf(wr, seq, cur, h))
+	}
 	return commitRes{seq: seq}, nil
+}
+
+// current returns the head a write must find: this transaction's own
+// earlier write of the document, a cached head, or the database's. A head
+// from the database has grants nil: replaceGrants reads them if needed.
+func (w *writer) current(k headKey) (*head, error) {
+	if h := w.staged[k]; h != nil {
+		return h, nil
+	}
+	if h := w.heads.get(k); h != nil {
+		return h, nil
+	}
+	h := &head{key: k}
+	err := w.st(sqlHead).QueryRow(k.app, k.db, k.id).Scan(&h.doc.Rev, &h.doc.HasGrants)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, err
+	}
+	return h, nil
 }
 
 // channelsJSON stores channels as a JSON array; nil stays NULL so "no
@@ -355,9 +392,9 @@ func parseChannels(s sql.NullString) []string {
 // grant_counts, the number of live documents giving each grant, so reads
 // of who may see what cost the number of distinct grants, not of
 // documents. It reports whether a grant appeared or vanished.
-func (w *writer) replaceGrants(tx *sql.Tx, wr *store.Write, hadGrants bool, grants []store.Grant) (bool, error) {
-	var old []store.Grant
-	if hadGrants {
+func (w *writer) replaceGrants(tx *sql.Tx, wr *store.Write, cur *head, grants []store.Grant) (bool, error) {
+	old := cur.grants
+	if old == nil && cur.doc.HasGrants {
 		rows, err := w.st(sqlDocGrants).Query(wr.AppID, wr.DB, wr.ID)
 		if err != nil {
 			return false, err

@@ -1,0 +1,69 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/handoff-run/handoff/store"
+)
+
+// TestNextEventDue follows an app's outbox through the claim cursor's
+// modes: NextEventDue names the earliest event that is neither held nor
+// dead, whether the answer comes from the cursor or from a full scan.
+func TestNextEventDue(t *testing.T) {
+	st := open(t, t.TempDir())
+	app := newApp(t, st)
+	ctx := context.Background()
+	t0 := time.Unix(1_800_000_000, 0)
+	commit := func(id string, at time.Time) {
+		t.Helper()
+		w := put(app, "jobs", id, `{}`)
+		w.Time, w.Event = at, &store.EventSpec{NextAt: at}
+		if _, err := st.Commit(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	due := func(want time.Time, wantOK bool) {
+		t.Helper()
+		at, ok, err := st.NextEventDue(ctx, app)
+		if err != nil || ok != wantOK || (ok && !at.Equal(want)) {
+			t.Fatalf("NextEventDue = %v, %v, %v; want %v, %v", at, ok, err, want, wantOK)
+		}
+	}
+	due(time.Time{}, false)
+	for i := range 3 {
+		commit(fmt.Sprint("j", i), t0.Add(time.Duration(i)*time.Millisecond))
+	}
+	due(t0, true)
+	evs, err := st.ClaimEvents(ctx, app, t0.Add(time.Second), 10, time.Minute)
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("claim: %d events, %v", len(evs), err)
+	}
+	due(time.Time{}, false) // all held
+
+	commit("j3", t0.Add(2*time.Second))
+	due(t0.Add(2*time.Second), true) // above the cursor
+
+	// A retry: the event is released and due again later.
+	retryAt := t0.Add(10 * time.Second)
+	if err := st.SettleEvent(ctx, app, evs[0].Seq, store.Settlement{Attempts: 1, NextAt: retryAt, LastError: "boom"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SettleEvent(ctx, app, evs[1].Seq, store.Settlement{Ack: true}); err != nil {
+		t.Fatal(err)
+	}
+	commit("j4", t0.Add(3*time.Second)) // behind the settlements in the writer's queue
+	due(t0.Add(2*time.Second), true)
+	evs, err = st.ClaimEvents(ctx, app, t0.Add(4*time.Second), 10, time.Minute)
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("second claim: %d events, %v", len(evs), err)
+	}
+	due(retryAt, true) // only the retry is left unheld
+	if err := st.SettleEvent(ctx, app, evs[0].Seq, store.Settlement{Dead: true, Attempts: 5, NextAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	commit("j5", t0.Add(5*time.Second))
+	due(t0.Add(5*time.Second), true) // the dead one, at t0, does not count
+}

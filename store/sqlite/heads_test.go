@@ -1,0 +1,73 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/handoff-run/handoff/store"
+)
+
+// TestHeadsServeCommittedWrites: a head the writer committed is read from
+// memory, with its grants, and the next write to it checks against that.
+func TestHeadsServeCommittedWrites(t *testing.T) {
+	st := open(t, t.TempDir())
+	app := newApp(t, st)
+	ctx := context.Background()
+	w := put(app, "jobs", "j1", `{"status":"pending"}`)
+	w.Channels = []string{"jobs"}
+	w.Grants = []store.Grant{{Kind: "public", Channel: "jobs"}}
+	if _, err := st.Commit(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	// Reads that miss the cache now fail: what comes back is the cache's.
+	st.rdb.Close()
+	d, err := st.Get(ctx, app, "jobs", "j1")
+	if err != nil || d == nil {
+		t.Fatalf("Get of a committed head = %v, %v; want it from memory", d, err)
+	}
+	if d.Rev != "1-a" || string(d.Body) != `{"status":"pending"}` || !d.HasGrants || len(d.Channels) != 1 {
+		t.Fatalf("cached head %+v", d)
+	}
+	if _, err := st.Get(ctx, app, "jobs", "other"); err == nil {
+		t.Fatal("Get of a head never written answered without the database")
+	}
+	// The writer checks the base rev and the grants against memory: the
+	// same grants are no change, and a stale base is refused.
+	next := put(app, "jobs", "j1", `{"status":"running"}`)
+	next.BaseRev, next.Rev, next.Grants = "1-a", "2-b", w.Grants
+	if _, err := st.Commit(ctx, next); err != nil || next.GrantsChanged {
+		t.Fatalf("second write: %v, grants changed %v", err, next.GrantsChanged)
+	}
+	stale := put(app, "jobs", "j1", `{}`)
+	stale.BaseRev, stale.Rev = "1-a", "2-c"
+	if _, err := st.Commit(ctx, stale); err != store.ErrHeadMoved {
+		t.Fatalf("write on a stale base: %v, want ErrHeadMoved", err)
+	}
+	if d, _ := st.Get(ctx, app, "jobs", "j1"); d == nil || d.Rev != "2-b" {
+		t.Fatalf("head after the second write %+v", d)
+	}
+}
+
+// TestHeadsBounded: the cache keeps the newest heads up to its bound and
+// leaves big documents to the database.
+func TestHeadsBounded(t *testing.T) {
+	var h heads
+	var hs []*head
+	for i := range headsMax + 10 {
+		hs = append(hs, &head{key: headKey{1, "d", fmt.Sprint(i)}, doc: store.Doc{Rev: "1-a"}})
+	}
+	h.put(hs)
+	if len(h.m) != headsMax || h.lru.Len() != headsMax {
+		t.Fatalf("%d heads cached, want %d", len(h.m), headsMax)
+	}
+	if h.get(headKey{1, "d", "0"}) != nil || h.get(headKey{1, "d", fmt.Sprint(headsMax + 9)}) == nil {
+		t.Fatal("the oldest heads should go first")
+	}
+	big := &head{key: headKey{1, "d", "5000"}, doc: store.Doc{Rev: "2-b", Body: bytes.Repeat([]byte("x"), headBodyMax+1)}}
+	h.put([]*head{big})
+	if h.get(big.key) != nil {
+		t.Fatal("a document over headBodyMax was cached")
+	}
+}

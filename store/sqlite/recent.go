@@ -1,0 +1,115 @@
+package sqlite
+
+import (
+	"sync"
+	"time"
+
+	"github.com/handoff-run/handoff/store"
+)
+
+// Most events are claimed a moment after their commit, while the writer
+// still has everything onChange needs in hand: the revision it wrote and
+// the head it replaced. recentEvents keeps those events, so a claim in
+// commit order reads them from memory instead of joining events with the
+// ledger twice. The outbox table stays the truth: whenever memory cannot
+// tell for sure that it holds every event in question, the claim asks the
+// database.
+const recentMax = 16384
+
+type recentEvents struct {
+	mu   sync.Mutex
+	apps map[int64]*appRecent
+}
+
+// appRecent holds one app's events in seq order. Every event this process
+// committed with a seq above covered is in evs, until a claim passes it.
+type appRecent struct {
+	evs     []store.Event
+	covered int64
+}
+
+// recentEvent is an event the writer committed; hole marks one it could
+// not build in full, which only the database can hand out.
+type recentEvent struct {
+	ev   store.Event
+	hole bool
+}
+
+// add records events the writer just committed, in seq order per app.
+// Events committed before this process opened the file are older than the
+// first one recorded, hence at or below covered.
+func (r *recentEvents) add(evs []recentEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.apps == nil {
+		r.apps = map[int64]*appRecent{}
+	}
+	for _, re := range evs {
+		ev := re.ev
+		ar := r.apps[ev.AppID]
+		if ar == nil {
+			ar = &appRecent{covered: ev.Seq - 1}
+			r.apps[ev.AppID] = ar
+		}
+		if re.hole {
+			clear(ar.evs)
+			ar.evs, ar.covered = ar.evs[:0], ev.Seq
+			continue
+		}
+		ar.evs = append(ar.evs, ev)
+		if len(ar.evs) > recentMax {
+			// A backlog nobody claims: forget its oldest half, and let the
+			// database answer for them.
+			drop := len(ar.evs) / 2
+			ar.covered = ar.evs[drop-1].Seq
+			ar.evs = append(ar.evs[:0], ar.evs[drop:]...)
+		}
+	}
+}
+
+// above returns up to limit of the app's events above cursor, in seq
+// order, dropping the ones at or below it. ok is false when memory cannot
+// answer for certain: events above cursor may be missing, or one of them
+// is not due by now (the database's claim handles both).
+func (r *recentEvents) above(app, cursor int64, now int64, limit int) (evs []store.Event, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ar := r.apps[app]
+	if ar == nil || cursor < ar.covered {
+		return nil, false
+	}
+	i := 0
+	for i < len(ar.evs) && ar.evs[i].Seq <= cursor {
+		i++
+	}
+	if i > 0 {
+		n := copy(ar.evs, ar.evs[i:])
+		clear(ar.evs[n:])
+		ar.evs = ar.evs[:n]
+	}
+	for _, ev := range ar.evs[:min(limit, len(ar.evs))] {
+		if ev.NextAt.UnixNano() > now {
+			return nil, false
+		}
+		evs = append(evs, ev)
+	}
+	return evs, true
+}
+
+// eventOf builds the event of a write the writer applied. It is a hole
+// when the replaced head came from the database, without its body.
+func eventOf(wr *store.Write, seq int64, cur, next *head) recentEvent {
+	ev := store.Event{AppID: wr.AppID, Seq: seq, Depth: wr.Event.Depth, NextAt: time.Unix(0, wr.Event.NextAt.UnixNano()),
+		Rev: store.Revision{Doc: next.doc, Writer: wr.Writer, Path: wr.Path}}
+	ev.Rev.HasGrants = false
+	if cur.doc.Rev != "" && !cur.doc.Deleted {
+		if cur.doc.Body == nil {
+			return recentEvent{ev: ev, hole: true}
+		}
+		ev.Old = &store.Revision{Doc: store.Doc{DB: wr.DB, ID: wr.ID, Rev: cur.doc.Rev, Seq: cur.doc.Seq, Body: cur.doc.Body}}
+	}
+	return recentEvent{ev: ev}
+}

@@ -1,0 +1,103 @@
+package sqlite
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/handoff-run/handoff/store"
+)
+
+// TestRecentEventsMatchDatabase: events handed out from memory are the
+// ones the outbox would give, field for field, including the replaced
+// revision; after a reopen, when the writer no longer has the old body,
+// the claim reads it from the database.
+func TestRecentEventsMatchDatabase(t *testing.T) {
+	dir := t.TempDir()
+	st := open(t, dir)
+	app := newApp(t, st)
+	ctx := context.Background()
+	t0 := time.Unix(1_800_000_000, 0)
+	n := 0
+	write := func(st *Store, id, base, rev, body string, deleted bool) {
+		t.Helper()
+		n++
+		w := &store.Write{AppID: app, DB: "jobs", ID: id, BaseRev: base, Rev: rev, Deleted: deleted, Path: "onChange",
+			Writer: store.Writer{User: "alice", Device: "d1", Handler: "onChange"}, Time: t0.Add(time.Duration(n) * time.Millisecond),
+			Channels: []string{"jobs"}, Grants: []store.Grant{{Kind: "public", Channel: "jobs"}}, Event: &store.EventSpec{Depth: n % 3}}
+		if !deleted {
+			w.Body = []byte(body)
+		}
+		if d, _ := st.Get(ctx, app, "jobs", id); d != nil {
+			w.PrevSeq = d.Seq
+		}
+		w.Event.NextAt = w.Time
+		if _, err := st.Commit(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Leave full mode first, so the next claims may use memory.
+	if evs, err := st.ClaimEvents(ctx, app, t0, 10, time.Minute); err != nil || len(evs) != 0 {
+		t.Fatalf("first claim: %v, %v", evs, err)
+	}
+	write(st, "a", "", "1-a", `{"status":"pending"}`, false)
+	write(st, "a", "1-a", "2-a", `{"status":"running"}`, false)
+	write(st, "b", "", "1-b", `{"n":1}`, false)
+	write(st, "a", "2-a", "3-a", ``, true)
+	want, err := st.ListEvents(ctx, app, false, 0, 100)
+	if err != nil || len(want) != 4 {
+		t.Fatalf("ListEvents: %d, %v", len(want), err)
+	}
+	got, err := st.ClaimEvents(ctx, app, t0.Add(time.Second), 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameEvents(got, want) {
+		t.Fatalf("events from memory differ from the outbox:\n got %+v\nwant %+v", got, want)
+	}
+
+	// Reopened: the head of b is only in the database.
+	st.Close()
+	st = open(t, dir)
+	// No leases survive a reopen: the four are due again.
+	if evs, err := st.ClaimEvents(ctx, app, t0.Add(time.Second), 10, time.Minute); err != nil || len(evs) != 4 {
+		t.Fatalf("claim after reopen: %d, %v", len(evs), err)
+	}
+	write(st, "b", "1-b", "2-b", `{"n":2}`, false)
+	write(st, "c", "", "1-c", `{}`, false)
+	all, err := st.ListEvents(ctx, app, false, 0, 100)
+	if err != nil || len(all) != 6 {
+		t.Fatalf("ListEvents after reopen: %d, %v", len(all), err)
+	}
+	got, err = st.ClaimEvents(ctx, app, t0.Add(time.Second), 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameEvents(got, all[4:]) {
+		t.Fatalf("events after reopen differ from the outbox:\n got %+v\nwant %+v", got, all[4:])
+	}
+	if got[0].Old == nil || string(got[0].Old.Body) != `{"n":1}` {
+		t.Fatalf("the update of b lost its old body: %+v", got[0].Old)
+	}
+}
+
+func sameEvents(a, b []store.Event) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if !x.NextAt.Equal(y.NextAt) || !x.Rev.Time.Equal(y.Rev.Time) {
+			return false
+		}
+		x.NextAt, y.NextAt, x.Rev.Time, y.Rev.Time = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		if len(x.Rev.Body) == 0 && len(y.Rev.Body) == 0 {
+			x.Rev.Body, y.Rev.Body = nil, nil
+		}
+		if !reflect.DeepEqual(x, y) {
+			return false
+		}
+	}
+	return true
+}
