@@ -109,6 +109,10 @@ func parseDoc(raw []byte, maxBytes int) (parsedDoc, error) {
 	if d := jsonDepth(trimmed); d > MaxDepth {
 		return parsedDoc{}, errs.New(errs.Invalid, "document nests %d levels deep; the limit is %d; flatten it", d, MaxDepth)
 	}
+	if json.Valid(trimmed) {
+		return parseValidDoc(trimmed, len(raw))
+	}
+	// Invalid: decode it anyway, for the decoder's account of what is wrong.
 	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if err := dec.Decode(&fields); err != nil {
@@ -144,6 +148,40 @@ func parseDoc(raw []byte, maxBytes int) (parsedDoc, error) {
 		return parsedDoc{}, errs.New(errs.Invalid, "document cannot be encoded: %v", err)
 	}
 	p.body = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return p, nil
+}
+
+// parseValidDoc is parseDoc for a valid JSON object.
+func parseValidDoc(b []byte, size int) (parsedDoc, error) {
+	ms, err := canonicalObject(b)
+	if err != nil {
+		return parsedDoc{}, errs.New(errs.Invalid, "document is not valid JSON: %v", err)
+	}
+	var p parsedDoc
+	kept := ms.ms[:0]
+	for _, x := range ms.ms {
+		key := ms.key(x)
+		if len(key) == 0 || key[0] != '_' {
+			kept = append(kept, x)
+			continue
+		}
+		switch string(key) {
+		case "_id":
+			if err := json.Unmarshal(b[x.vs:x.ve], &p.id); err != nil {
+				return parsedDoc{}, errs.New(errs.Invalid, "_id must be a string")
+			}
+			if err := ValidID(p.id); err != nil {
+				return parsedDoc{}, err
+			}
+		case "_rev":
+		default:
+			return parsedDoc{}, errs.New(errs.Invalid, "field %q is reserved (top-level fields starting with '_' belong to the server); rename it", key)
+		}
+	}
+	ms.ms = kept
+	if p.body, err = appendCanonical(make([]byte, 0, size), ms); err != nil {
+		return parsedDoc{}, errs.New(errs.Invalid, "document cannot be encoded: %v", err)
+	}
 	return p, nil
 }
 
