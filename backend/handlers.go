@@ -101,27 +101,50 @@ func (e *limitError) Unwrap() error { return e.err }
 // changeEvent builds onChange's event, {dbName, docId, doc, oldDoc, seq,
 // deleted, attempt}, directly as JS values: cheaper than marshalling the
 // struct and parsing it back. (A JS object-literal factory called with
-// the seven values measured no faster in BenchmarkOnChange.)
+// the seven values measured no faster in BenchmarkOnChange.) oldDoc is
+// parsed on first use: most handlers decide on doc alone.
 func changeEvent(vm *jsvm.VM, ev engine.ChangeEvent) (goja.Value, error) {
 	doc, err := vm.ParseJSON(ev.Doc)
 	if err != nil {
 		return nil, fmt.Errorf("onChange event doc: %w", err)
-	}
-	old, err := vm.ParseJSON(ev.OldDoc)
-	if err != nil {
-		return nil, fmt.Errorf("onChange event oldDoc: %w", err)
 	}
 	o := vm.NewObject()
 	for _, kv := range [...]struct {
 		k string
 		v any
 	}{
-		{"dbName", ev.DB}, {"docId", ev.DocID}, {"doc", doc}, {"oldDoc", old},
+		{"dbName", ev.DB}, {"docId", ev.DocID}, {"doc", doc}, {"oldDoc", nil},
 		{"seq", ev.Seq}, {"deleted", ev.Deleted}, {"attempt", ev.Attempt},
 	} {
 		if err := o.Set(kv.k, kv.v); err != nil {
 			return nil, err
 		}
 	}
+	if len(ev.OldDoc) > 0 {
+		if err := lazyProperty(vm, o, "oldDoc", func() (goja.Value, error) { return vm.ParseJSON(ev.OldDoc) }); err != nil {
+			return nil, err
+		}
+	}
 	return o, nil
+}
+
+// lazyProperty makes o[name] compute on first read, after which it is a
+// plain data property like any other (assignable, enumerable).
+func lazyProperty(vm *jsvm.VM, o *goja.Object, name string, compute func() (goja.Value, error)) error {
+	settle := func(v goja.Value) {
+		_ = o.DefineDataProperty(name, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
+	}
+	get := vm.ToValue(func(goja.FunctionCall) goja.Value {
+		v, err := compute()
+		if err != nil {
+			panic(vm.NewGoError(fmt.Errorf("onChange event %s: %w", name, err)))
+		}
+		settle(v)
+		return v
+	})
+	set := vm.ToValue(func(c goja.FunctionCall) goja.Value {
+		settle(c.Argument(0))
+		return goja.Undefined()
+	})
+	return o.DefineAccessorProperty(name, get, set, goja.FLAG_TRUE, goja.FLAG_TRUE)
 }

@@ -45,6 +45,33 @@ func TestOnChangeReceivesTheEvent(t *testing.T) {
 	}
 }
 
+// TestOnChangeOldDocIsAnOrdinaryProperty: oldDoc is parsed when first
+// read, yet behaves like the other fields: spread, listed, reassigned.
+func TestOnChangeOldDocIsAnOrdinaryProperty(t *testing.T) {
+	e := newEnv(t)
+	b := e.compile(`export async function onChange(event, ctx) {
+  const keys = Object.keys(event).join(",")
+  const spread = { ...event }
+  const first = event.oldDoc, again = event.oldDoc
+  event.oldDoc = { replaced: true }
+  await ctx.db.put({ _id: "seen", keys, spreadRev: spread.oldDoc._rev, same: first === again,
+    after: event.oldDoc, d: Object.getOwnPropertyDescriptor(event, "oldDoc").writable }, { db: "out" })
+}`)
+	hc := newFake()
+	ev := engine.ChangeEvent{DB: "jobs", DocID: "j1", Doc: json.RawMessage(`{"_id":"j1","_rev":"2-b"}`),
+		OldDoc: json.RawMessage(`{"_id":"j1","_rev":"1-a","status":"pending"}`), Seq: 7, Attempt: 1}
+	if err := b.OnChange(context.Background(), ev, hc); err != nil {
+		t.Fatal(err)
+	}
+	seen := hc.mustDoc(t, "out", "seen")
+	delete(seen, "_rev")
+	got := asJSON(seen)
+	want := `{"_id":"seen","after":{"replaced":true},"d":true,"keys":"dbName,docId,doc,oldDoc,seq,deleted,attempt","same":true,"spreadRev":"1-a"}`
+	if got != want {
+		t.Fatalf("saw\n got %s\nwant %s", got, want)
+	}
+}
+
 func TestDBRoundTrip(t *testing.T) {
 	e := newEnv(t)
 	b := e.compile(`function check(ok, what) { if (!ok) throw new Error("check failed: " + what) }

@@ -428,8 +428,10 @@ func (w *writer) replaceGrants(tx *sql.Tx, wr *store.Write, cur *head, grants []
 			changed = true
 		}
 	}
-	if _, err := w.st(sqlDropGrants).Exec(wr.AppID, wr.DB, wr.ID); err != nil {
-		return false, err
+	if cur.doc.HasGrants {
+		if _, err := w.st(sqlDropGrants).Exec(wr.AppID, wr.DB, wr.ID); err != nil {
+			return false, err
+		}
 	}
 	for _, g := range grants {
 		if _, err := w.st(sqlAddGrant).Exec(wr.AppID, wr.DB, wr.ID, g.Kind, g.Principal, g.Channel); err != nil {
