@@ -55,6 +55,10 @@ func TestNextEventDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	commit("j4", t0.Add(3*time.Second)) // behind the settlements in the writer's queue
+	left, err := st.ListEvents(ctx, app, false, 0, 100)
+	if err != nil || len(left) != 4 || left[0].Seq != evs[0].Seq || left[1].Seq != evs[2].Seq {
+		t.Fatalf("after one ack and one retry the outbox holds %+v, %v; want all but seq %d", left, err, evs[1].Seq)
+	}
 	due(t0.Add(2*time.Second), true)
 	evs, err = st.ClaimEvents(ctx, app, t0.Add(4*time.Second), 10, time.Minute)
 	if err != nil || len(evs) != 2 {

@@ -108,13 +108,15 @@ const (
 	sqlCountDrop = `DELETE FROM grant_counts WHERE app_id = ? AND kind = ? AND principal = ? AND channel = ? AND n <= 0`
 	sqlAddEvent  = `INSERT INTO events (app_id, seq, depth, next_at) VALUES (?, ?, ?, ?)`
 	sqlAddGrant  = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel) VALUES (?, ?, ?, ?, ?, ?)`
-	sqlAckEvent  = `DELETE FROM events WHERE app_id = ? AND seq = ?`
+	// sqlAckEvents deletes a transaction's settled events of one app in
+	// one statement; ? is a JSON array of seqs.
+	sqlAckEvents = `DELETE FROM events WHERE app_id = ? AND seq IN (SELECT value FROM json_each(?))`
 )
 
 func newWriter(db *sql.DB) (*writer, error) {
 	w := &writer{db: db, staged: map[headKey]*head{}, seqs: map[int64]int64{}, dbs: map[dbKey]bool{}, stmts: map[string]*sql.Stmt{}, txStmts: map[string]*sql.Stmt{}}
 	for _, q := range []string{sqlHead, sqlAppSeq, sqlSetSeq, sqlAddDB, sqlLedger, sqlSaveHead, sqlDropGrants, sqlAddGrant, sqlAddEvent,
-		sqlDocGrants, sqlCountUp, sqlCountDown, sqlCountDrop, sqlAckEvent} {
+		sqlDocGrants, sqlCountUp, sqlCountDown, sqlCountDrop, sqlAckEvents} {
 		st, err := db.Prepare(q)
 		if err != nil {
 			return nil, err
@@ -243,11 +245,10 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 	w.dirty = map[int64]bool{}
 	w.grantApps = map[int64]bool{}
 	w.newDBs = w.newDBs[:0]
+	acks := map[int64][]int64{}
 	for i, req := range batch {
 		if req.ack != nil {
-			if _, err = w.st(sqlAckEvent).Exec(req.ack.app, req.ack.seq); err != nil {
-				return err
-			}
+			acks[req.ack.app] = append(acks[req.ack.app], req.ack.seq)
 			continue
 		}
 		if req.op != nil {
@@ -258,6 +259,12 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 		}
 		results[i], err = w.apply(tx, req.w)
 		if err != nil {
+			return err
+		}
+	}
+	for app, seqs := range acks {
+		b, _ := json.Marshal(seqs)
+		if _, err := w.st(sqlAckEvents).Exec(app, string(b)); err != nil {
 			return err
 		}
 	}
