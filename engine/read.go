@@ -305,8 +305,17 @@ func DocJSON(id, rev string, deleted bool, body []byte) json.RawMessage {
 }
 
 func writeJSONString(b *bytes.Buffer, s string) {
-	q, _ := json.Marshal(s)
-	b.Write(q)
+	// Ids and revs are plain ASCII almost always: quote them directly.
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			b.Write(q)
+			return
+		}
+	}
+	b.WriteByte('"')
+	b.WriteString(s)
+	b.WriteByte('"')
 }
 
 // ParseSeq parses a sequence from a query string or Last-Event-ID.
