@@ -96,10 +96,10 @@ const (
 	sqlSetSeq   = `UPDATE apps SET seq = ? WHERE id = ?`
 	sqlAddDB    = `INSERT OR IGNORE INTO dbs (app_id, name) VALUES (?, ?)`
 	sqlLedger   = `INSERT INTO revisions (app_id, seq, db, id, rev, deleted, body, time, user, device, handler, path, channels, prev_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	sqlSaveHead = `INSERT INTO docs (app_id, db, id, rev, deleted, body, seq, time, channels, has_grants) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (app_id, db, id) DO UPDATE SET rev = excluded.rev, deleted = excluded.deleted,
-		body = excluded.body, seq = excluded.seq, time = excluded.time, channels = excluded.channels,
-		has_grants = excluded.has_grants`
+	sqlNewHead = `INSERT INTO docs (app_id, db, id, rev, deleted, body, seq, time, channels, has_grants) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// sqlSaveHead takes its arguments in sqlNewHead's order.
+	sqlSaveHead = `UPDATE docs SET rev = ?4, deleted = ?5, body = ?6, seq = ?7, time = ?8, channels = ?9, has_grants = ?10
+		WHERE app_id = ?1 AND db = ?2 AND id = ?3`
 	sqlDropGrants = `DELETE FROM grants WHERE app_id = ? AND db = ? AND doc_id = ?`
 	sqlDocGrants  = `SELECT kind, principal, channel FROM grants WHERE app_id = ? AND db = ? AND doc_id = ?`
 	sqlCountUp    = `INSERT INTO grant_counts (app_id, kind, principal, channel, n) VALUES (?, ?, ?, ?, 1)
@@ -115,7 +115,7 @@ const (
 
 func newWriter(db *sql.DB) (*writer, error) {
 	w := &writer{db: db, staged: map[headKey]*head{}, seqs: map[int64]int64{}, dbs: map[dbKey]bool{}, stmts: map[string]*sql.Stmt{}, txStmts: map[string]*sql.Stmt{}}
-	for _, q := range []string{sqlHead, sqlAppSeq, sqlSetSeq, sqlAddDB, sqlLedger, sqlSaveHead, sqlDropGrants, sqlAddGrant, sqlAddEvent,
+	for _, q := range []string{sqlHead, sqlAppSeq, sqlSetSeq, sqlAddDB, sqlLedger, sqlNewHead, sqlSaveHead, sqlDropGrants, sqlAddGrant, sqlAddEvent,
 		sqlDocGrants, sqlCountUp, sqlCountDown, sqlCountDrop, sqlAckEvents} {
 		st, err := db.Prepare(q)
 		if err != nil {
@@ -332,7 +332,13 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 	if wr.Deleted {
 		grants = nil
 	}
-	if _, err := w.st(sqlSaveHead).Exec(wr.AppID, wr.DB, wr.ID, wr.Rev, wr.Deleted, body, seq, t,
+	// The head's existence is known already: no insert that fails into
+	// an update.
+	saveHead := sqlSaveHead
+	if cur.doc.Rev == "" {
+		saveHead = sqlNewHead
+	}
+	if _, err := w.st(saveHead).Exec(wr.AppID, wr.DB, wr.ID, wr.Rev, wr.Deleted, body, seq, t,
 		channels, len(grants) > 0); err != nil {
 		return commitRes{}, err
 	}
