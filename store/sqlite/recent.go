@@ -14,11 +14,12 @@ import (
 // ledger twice. The outbox table stays the truth: whenever memory cannot
 // tell for sure that it holds every event in question, the claim asks the
 // database.
-const recentMax = 16384
+const recentMax = 16384 // across apps
 
 type recentEvents struct {
 	mu   sync.Mutex
 	apps map[int64]*appRecent
+	n    int // events held, across apps
 }
 
 // appRecent holds one app's events in seq order. Every event this process
@@ -55,19 +56,37 @@ func (r *recentEvents) add(evs []recentEvent) {
 			r.apps[ev.AppID] = ar
 		}
 		if re.hole {
+			r.n -= len(ar.evs)
 			clear(ar.evs)
 			ar.evs, ar.covered = ar.evs[:0], ev.Seq
 			continue
 		}
 		ar.evs = append(ar.evs, ev)
-		if len(ar.evs) > recentMax {
-			// A backlog nobody claims: forget its oldest half, and let the
-			// database answer for them.
-			drop := len(ar.evs) / 2
-			ar.covered = ar.evs[drop-1].Seq
-			ar.evs = append(ar.evs[:0], ar.evs[drop:]...)
+		r.n++
+		if r.n > recentMax {
+			r.shed()
 		}
 	}
+}
+
+// shed forgets the older half of the biggest backlog, which nobody is
+// claiming fast enough; the database answers for those events.
+func (r *recentEvents) shed() {
+	var big *appRecent
+	for _, ar := range r.apps {
+		if big == nil || len(ar.evs) > len(big.evs) {
+			big = ar
+		}
+	}
+	drop := len(big.evs) / 2
+	if drop == 0 {
+		return
+	}
+	big.covered = big.evs[drop-1].Seq
+	n := copy(big.evs, big.evs[drop:])
+	clear(big.evs[n:])
+	big.evs = big.evs[:n]
+	r.n -= drop
 }
 
 // above returns up to limit of the app's events above cursor, in seq
@@ -89,6 +108,7 @@ func (r *recentEvents) above(app, cursor int64, now int64, limit int) (evs []sto
 		n := copy(ar.evs, ar.evs[i:])
 		clear(ar.evs[n:])
 		ar.evs = ar.evs[:n]
+		r.n -= i
 	}
 	for _, ev := range ar.evs[:min(limit, len(ar.evs))] {
 		if ev.NextAt.UnixNano() > now {

@@ -101,3 +101,30 @@ func sameEvents(a, b []store.Event) bool {
 	}
 	return true
 }
+
+// TestRecentEventsBounded: memory holds at most recentMax events across
+// apps; the biggest backlog sheds its oldest, and a claim among those
+// goes back to the database.
+func TestRecentEventsBounded(t *testing.T) {
+	var r recentEvents
+	small := []recentEvent{{ev: store.Event{AppID: 2, Seq: 1}}, {ev: store.Event{AppID: 2, Seq: 2}}}
+	r.add(small)
+	var big []recentEvent
+	for seq := int64(1); seq <= recentMax; seq++ {
+		big = append(big, recentEvent{ev: store.Event{AppID: 1, Seq: seq}})
+	}
+	r.add(big)
+	if r.n > recentMax {
+		t.Fatalf("%d events held, bound %d", r.n, recentMax)
+	}
+	if _, ok := r.above(1, 0, 0, 10); ok {
+		t.Fatal("a claim below the shed events was answered from memory")
+	}
+	evs, ok := r.above(1, r.apps[1].covered, 0, 10)
+	if !ok || len(evs) != 10 || evs[0].Seq != r.apps[1].covered+1 {
+		t.Fatalf("claim above the shed events: %d events from %v, ok %v", len(evs), evs, ok)
+	}
+	if evs, ok := r.above(2, 0, 0, 10); !ok || len(evs) != 2 {
+		t.Fatalf("the small app lost events: %v, %v", evs, ok)
+	}
+}
