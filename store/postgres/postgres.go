@@ -52,7 +52,11 @@ type Store struct {
 	closeErr  error
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store        = (*Store)(nil)
+	_ store.GrantWatcher = (*Store)(nil)
+	_ store.AppWatcher   = (*Store)(nil)
+)
 
 type dbKey struct {
 	app int64
@@ -142,6 +146,15 @@ func (s *Store) Close() error {
 // Watch registers fn to hear of every commit, this node's and the
 // others'; see store.Store.
 func (s *Store) Watch(fn func(appID, seq int64)) { s.watch.add(fn) }
+
+// WatchGrants registers fn to hear, before the Watch callbacks hear of
+// the commit, of each commit of any node that changed an app's live
+// grants; see store.GrantWatcher.
+func (s *Store) WatchGrants(fn func(appID int64)) { s.watch.addGrants(fn) }
+
+// WatchApps registers fn to hear of each change to an app's settings, by
+// any node; see store.AppWatcher.
+func (s *Store) WatchApps(fn func(appID int64)) { s.watch.addApps(fn) }
 
 // pgCode is the SQLSTATE of a PostgreSQL error, or "".
 func pgCode(err error) string {
