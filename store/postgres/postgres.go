@@ -11,7 +11,8 @@
 // leases (claimed with FOR UPDATE SKIP LOCKED), scheduled-tick leases, and
 // the schema version (migrations run under an advisory lock). Watch hears
 // of every node's commits through LISTEN/NOTIFY, with polling as a safety
-// net.
+// net; WatchGrants and WatchApps hear the same way of grant and settings
+// changes, so that every node's caches follow them.
 package postgres
 
 import (
