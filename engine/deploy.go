@@ -26,8 +26,8 @@ func (e *Engine) loadCode(ctx context.Context, appID int64, ref string) (*appCod
 	if cv == nil {
 		return nil, nil
 	}
-	// Deploy compiled this version a moment ago: use that, not a second
-	// copy of every runtime.
+	// Deploy compiled this version a moment ago, or it was live before a
+	// change of settings: use that, not a second copy of every runtime.
 	if v, ok := e.fresh.LoadAndDelete(appID); ok && v.(*appCode).version == cv.Version {
 		return v.(*appCode), nil
 	}

@@ -51,7 +51,10 @@ type Engine struct {
 	observe  func(time.Duration)
 
 	// runner delivers events and ticks schedules once Start is called.
-	runner      *runner
+	runner *runner
+	// live is runner for the store's callbacks, which run on the store's
+	// goroutines and may come before Start.
+	live        atomic.Pointer[runner]
 	loopStopped atomic.Int64
 	// activity counts commits, claims, handler runs and ticks, so a test on
 	// a virtual clock can tell when everything has come to rest.
@@ -59,10 +62,16 @@ type Engine struct {
 
 	// apps caches resolved apps and their members: every request names an
 	// app, and reading it from the store each time would double the cost
-	// of a get. Entries are dropped when this engine changes them.
+	// of a get. Entries are dropped when this engine changes them, and
+	// when the store says another node did (store.AppWatcher).
 	mu   sync.RWMutex
 	apps map[string]*appState
-	// fresh holds code compiled by Deploy until the app is loaded again.
+	// gen moves whenever cached app state or secrets are dropped, so a
+	// load that read the store before cannot put its stale copy back.
+	gen atomic.Uint64
+	// fresh holds code compiled by Deploy, or by a load before a change
+	// of settings, until the app is loaded again; the load takes it if
+	// its version is still the active one.
 	fresh sync.Map // app ID -> *appCode
 	// feeds fans commits out to live subscribers.
 	feeds feedHub
@@ -99,6 +108,9 @@ func New(st store.Store, o Options) *Engine {
 	if gw, ok := st.(store.GrantWatcher); ok {
 		gw.WatchGrants(e.grantsChanged)
 	}
+	if aw, ok := st.(store.AppWatcher); ok {
+		aw.WatchApps(e.appChanged)
+	}
 	st.Watch(e.notify)
 	return e
 }
@@ -124,6 +136,7 @@ func (e *Engine) app(ctx context.Context, ref string) (*appState, error) {
 	if err != nil {
 		return nil, err
 	}
+	gen := e.gen.Load()
 	a, err := e.st.App(ctx, owner, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errs.New(errs.NotFound, "app %q does not exist; create it with `handoff app create %s`", ref, ref)
@@ -147,10 +160,37 @@ func (e *Engine) app(ctx context.Context, ref string) (*appState, error) {
 	// again instead of refusing writes until the next deploy.
 	if st.code == nil || !st.code.broken {
 		e.mu.Lock()
-		e.apps[ref] = st
+		// Keep what a concurrent load cached first: its callers may have
+		// filled its grant cache already.
+		if cur := e.apps[ref]; cur != nil {
+			st = cur
+		} else if e.gen.Load() == gen {
+			e.apps[ref] = st
+		}
 		e.mu.Unlock()
 	}
 	return st, nil
+}
+
+// appChanged is the store's word that an app's settings changed, on this
+// node or another: it drops what this node cached of the app and lets
+// the app's runner pick up its code and schedule. It must not block.
+func (e *Engine) appChanged(appID int64) {
+	e.mu.Lock()
+	e.gen.Add(1)
+	for ref, st := range e.apps {
+		if st.ID == appID {
+			delete(e.apps, ref)
+			// Most changes leave the code as it was: the next load takes
+			// this compiled copy if its version is still the active one.
+			if st.code != nil {
+				e.fresh.LoadOrStore(appID, st.code)
+			}
+		}
+	}
+	e.mu.Unlock()
+	e.secrets.Delete(appID)
+	e.live.Load().changed(appID)
 }
 
 // grantsChanged drops the cached permissions of an app whose live grants
@@ -177,8 +217,15 @@ func (e *Engine) appAs(ctx context.Context, a Actor, ref string) (*appState, err
 
 func (e *Engine) forgetApp(ref string) {
 	e.mu.Lock()
+	e.gen.Add(1)
 	delete(e.apps, ref)
 	e.mu.Unlock()
+}
+
+// forgetSecrets drops the app's opened secrets.
+func (e *Engine) forgetSecrets(appID int64) {
+	e.gen.Add(1)
+	e.secrets.Delete(appID)
 }
 
 // internal wraps a store failure; the details go to the log, not the user.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/handoff-run/handoff/store"
 )
@@ -18,6 +19,10 @@ type runner struct {
 
 	mu   sync.Mutex
 	apps map[int64]*appRunner
+	// unknown are apps this node runs nothing for whose settings changed
+	// on some node: discover looks whether they now have a backend.
+	unknown  map[int64]bool
+	discover chan struct{}
 }
 
 // Start begins delivering events and ticking schedules for every app with
@@ -28,8 +33,12 @@ func (e *Engine) Start(ctx context.Context) error {
 		return errors.New("engine already started")
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r := &runner{e: e, ctx: rctx, cancel: cancel, apps: map[int64]*appRunner{}}
+	r := &runner{e: e, ctx: rctx, cancel: cancel, apps: map[int64]*appRunner{},
+		unknown: map[int64]bool{}, discover: make(chan struct{}, 1)}
 	e.runner = r
+	e.live.Store(r)
+	r.wg.Add(1)
+	go r.discoverLoop()
 	apps, err := e.st.Apps(ctx)
 	if err != nil {
 		return internal(err)
@@ -87,6 +96,73 @@ func (r *runner) reload(app *appState) {
 	ar := r.ensure(app)
 	signal(ar.wake)
 	signal(ar.reload)
+}
+
+// changed tells the runner that an app's settings changed, here or on
+// another node: its runner re-reads the code and the schedule. It must
+// not block (the store calls it).
+func (r *runner) changed(appID int64) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	ar := r.apps[appID]
+	if ar == nil {
+		r.unknown[appID] = true
+	}
+	r.mu.Unlock()
+	if ar == nil {
+		signal(r.discover)
+		return
+	}
+	signal(ar.wake)
+	signal(ar.reload)
+}
+
+// discoverLoop starts the runners of apps that got a backend on another
+// node: created or deployed there after this node started.
+func (r *runner) discoverLoop() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.discover:
+		}
+		r.mu.Lock()
+		ids := r.unknown
+		r.unknown = map[int64]bool{}
+		r.mu.Unlock()
+		if err := r.discoverApps(ids); err != nil && r.ctx.Err() == nil {
+			r.e.log.Error("looking for apps deployed on other nodes", "err", err)
+			r.mu.Lock()
+			for id := range ids {
+				r.unknown[id] = true
+			}
+			r.mu.Unlock()
+			time.AfterFunc(time.Second, func() { signal(r.discover) })
+		}
+	}
+}
+
+func (r *runner) discoverApps(ids map[int64]bool) error {
+	apps, err := r.e.st.Apps(r.ctx)
+	if err != nil {
+		return err
+	}
+	for _, a := range apps {
+		if !ids[a.ID] {
+			continue
+		}
+		st, err := r.e.app(r.ctx, a.Owner+"/"+a.Name)
+		if err != nil {
+			return err
+		}
+		if st.backend() != nil {
+			r.ensure(st)
+		}
+	}
+	return nil
 }
 
 func signal(ch chan struct{}) {

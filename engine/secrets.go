@@ -63,7 +63,7 @@ func (e *Engine) SetSecret(ctx context.Context, a Actor, appRef, name string, va
 	if err := e.st.PutSecret(ctx, app.ID, name, sealed, e.clock.Now()); err != nil {
 		return internal(err)
 	}
-	e.secrets.Delete(app.ID)
+	e.forgetSecrets(app.ID)
 	return nil
 }
 
@@ -109,7 +109,7 @@ func (e *Engine) RemoveSecret(ctx context.Context, a Actor, appRef, name string)
 	if err != nil {
 		return internal(err)
 	}
-	e.secrets.Delete(app.ID)
+	e.forgetSecrets(app.ID)
 	return nil
 }
 
@@ -119,6 +119,7 @@ func (e *Engine) appSecrets(app *appState) map[string]string {
 		return v.(map[string]string)
 	}
 	out := map[string]string{}
+	gen := e.gen.Load()
 	ss, err := e.st.Secrets(context.Background(), app.ID)
 	if err != nil {
 		e.log.Error("reading app secrets", "app", app.ref(), "err", err)
@@ -141,5 +142,9 @@ func (e *Engine) appSecrets(app *appState) map[string]string {
 		out[s.Name] = string(plain)
 	}
 	e.secrets.Store(app.ID, out)
+	if e.gen.Load() != gen {
+		// Dropped while it was read: what was read may be stale.
+		e.secrets.Delete(app.ID)
+	}
 	return out
 }

@@ -136,6 +136,17 @@ type GrantWatcher interface {
 	WatchGrants(fn func(appID int64))
 }
 
+// AppWatcher is a Store shared by several nodes that tells each of them
+// when an app's settings changed, whichever node changed them: its
+// members, public flag, access timeout, secrets or active code. Callers
+// drop what they cached of the app. fn is called soon after the change
+// commits, also on the node that made it; it must not block. A store
+// used by one process need not implement it: the engine drops its own
+// caches when it changes an app.
+type AppWatcher interface {
+	WatchApps(fn func(appID int64))
+}
+
 // Code keeps the numbered versions of each app's code. One version is
 // active; deploying adds a version and activates it, a rollback activates
 // an older one.

@@ -11,7 +11,8 @@
 // leases (claimed with FOR UPDATE SKIP LOCKED), scheduled-tick leases, and
 // the schema version (migrations run under an advisory lock). Watch hears
 // of every node's commits through LISTEN/NOTIFY, with polling as a safety
-// net.
+// net; WatchGrants and WatchApps hear the same way of grant and settings
+// changes, so that every node's caches follow them.
 package postgres
 
 import (
@@ -52,7 +53,11 @@ type Store struct {
 	closeErr  error
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store        = (*Store)(nil)
+	_ store.GrantWatcher = (*Store)(nil)
+	_ store.AppWatcher   = (*Store)(nil)
+)
 
 type dbKey struct {
 	app int64
@@ -142,6 +147,15 @@ func (s *Store) Close() error {
 // Watch registers fn to hear of every commit, this node's and the
 // others'; see store.Store.
 func (s *Store) Watch(fn func(appID, seq int64)) { s.watch.add(fn) }
+
+// WatchGrants registers fn to hear, before the Watch callbacks hear of
+// the commit, of each commit of any node that changed an app's live
+// grants; see store.GrantWatcher.
+func (s *Store) WatchGrants(fn func(appID int64)) { s.watch.addGrants(fn) }
+
+// WatchApps registers fn to hear of each change to an app's settings, by
+// any node; see store.AppWatcher.
+func (s *Store) WatchApps(fn func(appID int64)) { s.watch.addApps(fn) }
 
 // pgCode is the SQLSTATE of a PostgreSQL error, or "".
 func pgCode(err error) string {

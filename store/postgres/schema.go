@@ -196,6 +196,72 @@ var migrations = []string{
 		LANGUAGE sql IMMUTABLE PARALLEL SAFE
 		AS $$ SELECT CASE WHEN octet_length(v::text) <= 1024 THEN v
 			ELSE jsonb_build_array('handoff:md5', md5(v::text)) END $$;`,
+
+	// 2: every node caches each app's settings and who may read what; it
+	// must hear when another node changes them. Triggers do the counting
+	// and announcing, so no way of writing these tables can forget to.
+	// conf counts changes to an app's members, secrets, active code,
+	// public flag and access timeout; grants_seq is the seq of the latest
+	// commit that made a grant appear or vanish. Both are announced on
+	// the commits channel ("c:app:conf", "g:app:seq") by the changing
+	// transaction, so a grant change reaches a node before the commit
+	// announced after COMMIT; the watchers' poll compares both columns
+	// in case a notification was lost.
+	`ALTER TABLE apps ADD COLUMN conf int8 NOT NULL DEFAULT 0,
+		ADD COLUMN grants_seq int8 NOT NULL DEFAULT 0;
+	CREATE FUNCTION handoff_app_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+	DECLARE
+		app int8;
+		v int8;
+	BEGIN
+		IF TG_TABLE_NAME = 'apps' THEN
+			app := NEW.id;
+		ELSIF TG_OP = 'DELETE' THEN
+			app := OLD.app_id;
+		ELSE
+			app := NEW.app_id;
+		END IF;
+		UPDATE apps SET conf = conf + 1 WHERE id = app RETURNING conf INTO v;
+		IF FOUND THEN
+			PERFORM pg_notify('handoff_commits', 'c:' || app || ':' || v);
+		END IF;
+		RETURN NULL;
+	END $$;
+	CREATE TRIGGER members_changed AFTER INSERT OR UPDATE OR DELETE ON members
+		FOR EACH ROW EXECUTE FUNCTION handoff_app_changed();
+	CREATE TRIGGER secrets_changed AFTER INSERT OR UPDATE OR DELETE ON secrets
+		FOR EACH ROW EXECUTE FUNCTION handoff_app_changed();
+	CREATE TRIGGER code_added AFTER INSERT OR DELETE ON code
+		FOR EACH ROW EXECUTE FUNCTION handoff_app_changed();
+	CREATE TRIGGER code_activated AFTER UPDATE ON code
+		FOR EACH ROW WHEN (OLD.active IS DISTINCT FROM NEW.active) EXECUTE FUNCTION handoff_app_changed();
+	CREATE TRIGGER app_settings_changed AFTER UPDATE OF public, access_timeout_ms ON apps
+		FOR EACH ROW WHEN (OLD.public IS DISTINCT FROM NEW.public OR OLD.access_timeout_ms IS DISTINCT FROM NEW.access_timeout_ms)
+		EXECUTE FUNCTION handoff_app_changed();
+	-- A grant appears when its count row is inserted and vanishes when it
+	-- is deleted; a count going up or down changes nothing.
+	CREATE FUNCTION handoff_grants_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+	DECLARE
+		app int8;
+		s int8;
+	BEGIN
+		IF TG_OP = 'DELETE' THEN
+			app := OLD.app_id;
+		ELSE
+			app := NEW.app_id;
+		END IF;
+		-- Run at COMMIT (the trigger is deferred), when the transaction's
+		-- seq is final; the first row moves grants_seq, the rest find it
+		-- there.
+		UPDATE apps SET grants_seq = seq WHERE id = app AND grants_seq <> seq RETURNING seq INTO s;
+		IF FOUND THEN
+			PERFORM pg_notify('handoff_commits', 'g:' || app || ':' || s);
+		END IF;
+		RETURN NULL;
+	END $$;
+	CREATE CONSTRAINT TRIGGER grants_changed AFTER INSERT OR DELETE ON grant_counts
+		DEFERRABLE INITIALLY DEFERRED
+		FOR EACH ROW EXECUTE FUNCTION handoff_grants_changed();`,
 }
 
 // migrateLock is the advisory lock key that serialises migrations, so

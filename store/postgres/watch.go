@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/handoff-run/handoff/store"
 )
 
 // pollEvery is the safety net under LISTEN: a lost notification (the
@@ -20,13 +22,20 @@ const pollEvery = time.Second
 // for this node's commits, on NOTIFY for the other nodes', and from a poll
 // of every app's seq in case a notification was lost. Callbacks see each
 // app's seq only grow; a seq heard twice is told once.
+//
+// It hears the same way of commits that changed an app's grants (told to
+// the WatchGrants callbacks before the Watch callbacks hear of that seq)
+// and of changes to an app's settings (WatchApps), which the database's
+// triggers count in the apps row and announce (schema.go, migration 2).
 type watcher struct {
 	s    *Store
 	conf *pgx.ConnConfig
 
-	mu   sync.Mutex // held while callbacks run, so they see seqs in order
-	fns  []func(appID, seq int64)
-	last map[int64]int64
+	mu     sync.Mutex // held while callbacks run, so they see seqs in order
+	fns    []func(appID, seq int64)
+	grants []func(appID int64)
+	apps   []func(appID int64)
+	last   map[int64]appMarks
 
 	cancel context.CancelFunc
 	done   sync.WaitGroup
@@ -36,7 +45,7 @@ type watcher struct {
 }
 
 func startWatcher(ctx context.Context, s *Store, conf *pgx.ConnConfig) (*watcher, error) {
-	w := &watcher{s: s, conf: conf, last: map[int64]int64{}}
+	w := &watcher{s: s, conf: conf, last: map[int64]appMarks{}}
 	// Start from the seqs of now: a watcher hears of commits after Open.
 	if err := w.poll(ctx, false); err != nil {
 		return nil, err
@@ -58,22 +67,83 @@ func (w *watcher) stop() {
 	w.done.Wait()
 }
 
+// appMarks is what the callbacks were last told of an app: its seq, the
+// seq of its latest grant change, and its settings counter.
+type appMarks struct{ seq, grants, conf int64 }
+
 func (w *watcher) add(fn func(appID, seq int64)) {
 	w.mu.Lock()
 	w.fns = append(w.fns, fn)
 	w.mu.Unlock()
 }
 
+func (w *watcher) addGrants(fn func(appID int64)) {
+	w.mu.Lock()
+	w.grants = append(w.grants, fn)
+	w.mu.Unlock()
+}
+
+func (w *watcher) addApps(fn func(appID int64)) {
+	w.mu.Lock()
+	w.apps = append(w.apps, fn)
+	w.mu.Unlock()
+}
+
+// committed tells the callbacks of a commit made on this node, the grant
+// change first. Commit calls it once the write is durable.
+func (w *watcher) committed(wr *store.Write, seq int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if wr.GrantsChanged {
+		w.grantsLocked(wr.AppID, seq)
+	}
+	w.seenLocked(wr.AppID, seq)
+}
+
 // seen tells the callbacks of app's seq, unless they heard of it already.
 func (w *watcher) seen(app, seq int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if seq <= w.last[app] {
+	w.seenLocked(app, seq)
+}
+
+func (w *watcher) seenLocked(app, seq int64) {
+	m := w.last[app]
+	if seq <= m.seq {
 		return
 	}
-	w.last[app] = seq
+	m.seq = seq
+	w.last[app] = m
 	for _, fn := range w.fns {
 		fn(app, seq)
+	}
+}
+
+// grantsLocked tells the grant callbacks that the commit at seq changed
+// app's grants, unless they heard of it already.
+func (w *watcher) grantsLocked(app, seq int64) {
+	m := w.last[app]
+	if seq <= m.grants {
+		return
+	}
+	m.grants = seq
+	w.last[app] = m
+	for _, fn := range w.grants {
+		fn(app)
+	}
+}
+
+// settingsLocked tells the app callbacks that app's settings counter
+// reached conf, unless they heard of it already.
+func (w *watcher) settingsLocked(app, conf int64) {
+	m := w.last[app]
+	if conf <= m.conf {
+		return
+	}
+	m.conf = conf
+	w.last[app] = m
+	for _, fn := range w.apps {
+		fn(app)
 	}
 }
 
@@ -119,22 +189,37 @@ func (w *watcher) listenLoop(ctx context.Context, conn *pgx.Conn) {
 			}
 			continue
 		}
-		app, seq, ok := parsePayload(n.Payload)
-		if ok {
-			w.heard.Add(1)
-			w.seen(app, seq)
+		kind, app, v, ok := parsePayload(n.Payload)
+		if !ok {
+			continue
 		}
+		w.heard.Add(1)
+		w.mu.Lock()
+		switch kind {
+		case "":
+			w.seenLocked(app, v)
+		case "g":
+			w.grantsLocked(app, v)
+		case "c":
+			w.settingsLocked(app, v)
+		}
+		w.mu.Unlock()
 	}
 }
 
-func parsePayload(p string) (app, seq int64, ok bool) {
+// parsePayload reads "app:seq" (a commit), "g:app:seq" (a commit that
+// changed grants) or "c:app:conf" (a change of settings).
+func parsePayload(p string) (kind string, app, n int64, ok bool) {
+	if k, rest, found := strings.Cut(p, ":"); found && (k == "g" || k == "c") {
+		kind, p = k, rest
+	}
 	a, s, found := strings.Cut(p, ":")
 	if !found {
-		return 0, 0, false
+		return "", 0, 0, false
 	}
 	app, err1 := strconv.ParseInt(a, 10, 64)
-	seq, err2 := strconv.ParseInt(s, 10, 64)
-	return app, seq, err1 == nil && err2 == nil
+	n, err2 := strconv.ParseInt(s, 10, 64)
+	return kind, app, n, err1 == nil && err2 == nil
 }
 
 func (w *watcher) pollLoop(ctx context.Context) {
@@ -151,30 +236,37 @@ func (w *watcher) pollLoop(ctx context.Context) {
 	}
 }
 
-// poll reads every app's seq; with tell it tells the callbacks of those
-// that moved, else it only records them.
+// poll reads every app's seq, grant change and settings counter; with
+// tell it tells the callbacks of those that moved (a grant change before
+// the seq), else it only records them.
 func (w *watcher) poll(ctx context.Context, tell bool) error {
-	rows, err := w.s.pool.Query(ctx, `SELECT id, seq FROM apps WHERE seq > 0`)
+	rows, err := w.s.pool.Query(ctx, `SELECT id, seq, grants_seq, conf FROM apps WHERE seq > 0 OR conf > 0`)
 	if err != nil {
 		return err
 	}
-	type appSeq struct{ app, seq int64 }
-	seqs, err := collect(rows, func(row pgx.CollectableRow) (appSeq, error) {
-		var a appSeq
-		err := row.Scan(&a.app, &a.seq)
+	type appRow struct {
+		app int64
+		appMarks
+	}
+	apps, err := collect(rows, func(row pgx.CollectableRow) (appRow, error) {
+		var a appRow
+		err := row.Scan(&a.app, &a.seq, &a.grants, &a.conf)
 		return a, err
 	})
 	if err != nil {
 		return err
 	}
-	for _, a := range seqs {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range apps {
 		if tell {
-			w.seen(a.app, a.seq)
+			w.settingsLocked(a.app, a.conf)
+			w.grantsLocked(a.app, a.grants)
+			w.seenLocked(a.app, a.seq)
 			continue
 		}
-		w.mu.Lock()
-		w.last[a.app] = max(w.last[a.app], a.seq)
-		w.mu.Unlock()
+		m := w.last[a.app]
+		w.last[a.app] = appMarks{max(m.seq, a.seq), max(m.grants, a.grants), max(m.conf, a.conf)}
 	}
 	return nil
 }

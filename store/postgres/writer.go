@@ -65,7 +65,7 @@ func (s *Store) Commit(ctx context.Context, w *store.Write) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.watch.seen(w.AppID, seq)
+	s.watch.committed(w, seq)
 	return seq, nil
 }
 
