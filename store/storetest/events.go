@@ -22,6 +22,8 @@ var eventTests = []test{
 	{"ConcurrentClaims", testEventsConcurrentClaims},
 	{"Ack", testEventsAck},
 	{"Retry", testEventsRetry},
+	{"DeadAndReplay", testEventsDead},
+	{"SettledStaySettled", testEventsSettledStaySettled},
 	{"AppsApart", testEventsApps},
 	{"NextEventDue", testEventsNextDue},
 	{"Reopen", testEventsReopen},
@@ -524,6 +526,95 @@ func testEventsRetry(t *testing.T, e *env) {
 	e.settle(app, s, store.Settlement{Ack: true})
 	e.waitGone(app, s)
 	e.wantClaim(app, next.Add(time.Hour), 10)
+}
+
+// testEventsDead: a dead event is parked, listed as dead, never handed
+// out, until ReplayEvent makes it deliverable with fresh attempts.
+// ReplayEvent of anything but a dead event of the app is ErrNotFound.
+func testEventsDead(t *testing.T, e *env) {
+	app := e.app("alice", "jobs")
+	other := e.app("bob", "jobs")
+	t0 := e.clk.Now()
+	_, s1 := e.emit(app, "x", `{"n":1}`, t0)
+	_, s2 := e.emit(app, "y", `{"n":2}`, t0)
+	e.wantClaim(app, t0, 10, s1, s2)
+	e.settle(app, s1, store.Settlement{Dead: true, Attempts: 5, NextAt: t0.Add(time.Minute), LastError: "gave up"})
+	e.settle(app, s2, store.Settlement{Ack: true})
+	e.waitDead(app, s1)
+	e.waitGone(app, s2)
+
+	dead := e.listEvents(app, true)
+	if len(dead) != 1 || dead[0].Seq != s1 || !dead[0].Dead || dead[0].Rev.ID != "x" {
+		t.Fatalf("dead events = %+v, want event %d of x", dead, s1)
+	}
+	wantState(t, "dead event", &dead[0], 5, "gave up", time.Time{})
+	if live := e.listEvents(app, false); len(live) != 0 {
+		t.Fatalf("live events = %v, want none", seqs(live))
+	}
+	e.wantClaim(app, t0.Add(24*time.Hour), 10)
+	e.wantDue(app, time.Time{})
+	if apps := e.eventApps(); len(apps) != 0 {
+		t.Fatalf("EventApps with only a dead event = %v", apps)
+	}
+
+	_, s3 := e.emit(app, "z", `{"n":3}`, t0)
+	e.wantClaim(app, t0, 10, s3)
+	for _, c := range []struct {
+		what string
+		app  int64
+		seq  int64
+	}{{"live", app, s3}, {"acked", app, s2}, {"unknown", app, s3 + 100}, {"another app's", other, s1}} {
+		if err := e.st.ReplayEvent(e.ctx, c.app, c.seq, t0); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("ReplayEvent(%s event): %v, want ErrNotFound", c.what, err)
+		}
+	}
+	wantState(t, "live event after a refused replay", find(e.listEvents(app, false), s3), 0, "", t0)
+	e.wantClaim(app, t0.Add(time.Second), 10)
+
+	r := t0.Add(2 * time.Hour)
+	if err := e.st.ReplayEvent(e.ctx, app, s1, r); err != nil {
+		t.Fatalf("ReplayEvent(%d): %v", s1, err)
+	}
+	if dead := e.listEvents(app, true); len(dead) != 0 {
+		t.Fatalf("dead events after replay = %v", seqs(dead))
+	}
+	wantState(t, "replayed event", find(e.listEvents(app, false), s1), 0, "", time.Time{})
+	evs := e.wantClaim(app, r, 10, s1, s3)
+	wantState(t, "claimed replay", &evs[0], 0, "", time.Time{})
+	if evs[0].Rev.ID != "x" || !sameJSON(t, evs[0].Rev.Body, []byte(`{"n":1}`)) {
+		t.Fatalf("replayed event carries %s %s", evs[0].Rev.ID, evs[0].Rev.Body)
+	}
+	if err := e.st.ReplayEvent(e.ctx, app, s1, r); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second ReplayEvent: %v, want ErrNotFound", err)
+	}
+}
+
+// testEventsSettledStaySettled: acked and dead events stay out of claims
+// while an earlier event retries.
+func testEventsSettledStaySettled(t *testing.T, e *env) {
+	app := e.app("alice", "jobs")
+	t0 := e.clk.Now()
+	var ss []int64
+	for i := range 3 {
+		_, s := e.emit(app, fmt.Sprint("j", i), `{}`, t0)
+		ss = append(ss, s)
+	}
+	e.wantClaim(app, t0, 1, ss[0])
+	retry := store.Settlement{Attempts: 1, NextAt: t0.Add(5 * time.Second), LastError: "later"}
+	e.settle(app, ss[0], retry)
+	e.waitRetry(app, ss[0], retry)
+	e.wantClaim(app, t0, 10, ss[1], ss[2])
+	e.settle(app, ss[1], store.Settlement{Ack: true})
+	e.settle(app, ss[2], store.Settlement{Dead: true, Attempts: 1, NextAt: t0, LastError: "dead"})
+	e.waitGone(app, ss[1])
+	e.waitDead(app, ss[2])
+
+	t1 := t0.Add(2 * lease)
+	evs := e.wantClaim(app, t1, 10, ss[0])
+	wantState(t, "retried event", &evs[0], 1, "later", retry.NextAt)
+	e.wantClaim(app, t1, 10)
+	e.wantClaim(app, t1.Add(lease), 10, ss[0])
+	e.wantClaim(app, t1.Add(lease), 10)
 }
 
 // testEventsApps: apps' events do not mix, though their seqs do;
