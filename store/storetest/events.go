@@ -697,6 +697,16 @@ func testEventsNextDue(t *testing.T, e *env) {
 	e.waitGone(app, s2)
 	e.waitGone(app, s3)
 	e.wantDue(app, time.Time{})
+
+	// After claims, events committed later count by NextAt too, not by seq.
+	later := e.app("alice", "later")
+	_, f1 := e.emit(later, "f1", `{}`, t0)
+	e.wantClaim(later, t0, 10, f1)
+	e.settle(later, f1, store.Settlement{Ack: true})
+	e.waitGone(later, f1)
+	e.emit(later, "f2", `{}`, t0.Add(10*time.Second))
+	e.emit(later, "f3", `{}`, t0.Add(5*time.Second))
+	e.wantDue(later, t0.Add(5*time.Second))
 }
 
 // testEventsReopen: the outbox survives a reopen: unsettled events are
