@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -149,6 +148,7 @@ func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, lim
 	for _, ev := range out {
 		held[ev.Seq] = now.Add(lease)
 	}
+	s.recent.drop(appID, pick)
 	if !sc.full {
 		sc.cursor = max(sc.cursor, pick[len(pick)-1])
 	}
@@ -229,9 +229,11 @@ func (s *Store) dueSeqs(ctx context.Context, appID int64, now time.Time, limit i
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if n > 0 || len(held) == 0 {
-		// The scan saw every due event up to last, in order: each is held
-		// or picked now. Leave full mode if no live event waits to fall due.
+	if len(pick) < limit && (n > 0 || len(held) == 0) {
+		// The scan saw every due event, in order, up to last, and none
+		// after it (it stopped short of limit): each is held or picked now,
+		// and no held one is above last. Leave full mode if no live event
+		// waits to fall due.
 		if c.later == nil {
 			st, err := s.rdb.PrepareContext(ctx, `SELECT 1 FROM events WHERE app_id = ? AND dead = 0 AND next_at > ? LIMIT 1`)
 			if err != nil {
@@ -277,25 +279,20 @@ func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool,
 	full, cursor := sc.full, sc.cursor
 	s.leases.mu.Unlock()
 	if !full {
-		// Out of full mode no live event waits to fall due and every one
-		// at or below the cursor is held, so the answer is the first event
-		// above the cursor: one row, where the scan below would step over
-		// every held event on each call of a busy deliverer.
-		if evs, ok := s.recent.above(appID, cursor, math.MaxInt64, 1); ok {
-			if len(evs) == 0 {
-				return time.Time{}, false, nil
-			}
-			return evs[0].NextAt, true, nil
+		// Out of full mode no live event at or below the cursor is unheld:
+		// the answer is among the events above it, which memory usually
+		// holds, and which are few.
+		if at, found, ok := s.recent.earliest(appID, cursor); ok {
+			return at, found, nil
 		}
-		var at int64
-		err := s.reads.firstAbove.QueryRowContext(ctx, appID, cursor).Scan(&at)
-		if errors.Is(err, sql.ErrNoRows) {
-			return time.Time{}, false, nil
-		}
-		if err != nil {
+		var at sql.NullInt64
+		if err := s.reads.firstAbove.QueryRowContext(ctx, appID, cursor).Scan(&at); err != nil {
 			return time.Time{}, false, err
 		}
-		return time.Unix(0, at), true, nil
+		if !at.Valid {
+			return time.Time{}, false, nil
+		}
+		return time.Unix(0, at.Int64), true, nil
 	}
 	// Skip past leased events: they are someone's work already.
 	rows, err := s.rdb.QueryContext(ctx, `SELECT seq, next_at FROM events WHERE app_id = ? AND dead = 0 ORDER BY next_at LIMIT ?`, appID, n+1)

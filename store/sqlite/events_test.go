@@ -71,3 +71,74 @@ func TestNextEventDue(t *testing.T) {
 	commit("j5", t0.Add(5*time.Second))
 	due(t0.Add(5*time.Second), true) // the dead one, at t0, does not count
 }
+
+// TestClaimAfterManyRetries: when as many retries fall due at once as a
+// claim takes, the full scan stops at its limit below events that are
+// still leased; the claims after it must not hand those out again.
+func TestClaimAfterManyRetries(t *testing.T) {
+	st := open(t, t.TempDir())
+	app := newApp(t, st)
+	ctx := context.Background()
+	t0 := time.Unix(1_800_000_000, 0)
+	for i := range 30 {
+		w := put(app, "jobs", fmt.Sprint("j", i), `{}`)
+		w.Time, w.Event = t0, &store.EventSpec{NextAt: t0}
+		if _, err := st.Commit(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	handed := map[int64]int{}
+	claim := func(at time.Time) []store.Event {
+		t.Helper()
+		evs, err := st.ClaimEvents(ctx, app, at, 10, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			handed[ev.Seq]++
+		}
+		return evs
+	}
+	var first []store.Event
+	for range 3 {
+		first = append(first, claim(t0)...)
+	}
+	if len(first) != 30 {
+		t.Fatalf("claimed %d of 30", len(first))
+	}
+	// As after shedding a backlog: memory no longer answers, the outbox does.
+	st.recent.mu.Lock()
+	st.recent.apps[app].covered = 1 << 62
+	st.recent.mu.Unlock()
+	retryAt := t0.Add(10 * time.Second)
+	for _, ev := range first[:10] {
+		if err := st.SettleEvent(ctx, app, ev.Seq, store.Settlement{Attempts: 1, NextAt: retryAt, LastError: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Wait for the retries to land: NextEventDue names them once they have.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if at, ok, _ := st.NextEventDue(ctx, app); ok && at.Equal(retryAt) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the retries never landed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	later := retryAt.Add(time.Second)
+	if evs := claim(later); len(evs) != 10 || evs[0].Attempts != 1 {
+		t.Fatalf("the due retries: %d events", len(evs))
+	}
+	for range 3 {
+		if evs := claim(later); len(evs) != 0 {
+			t.Fatalf("a claim handed out %d leased events again (seq %d…)", len(evs), evs[0].Seq)
+		}
+	}
+	for seq, n := range handed {
+		if want := map[bool]int{true: 2, false: 1}[seq <= first[9].Seq]; n != want {
+			t.Errorf("seq %d handed out %d times, want %d", seq, n, want)
+		}
+	}
+}

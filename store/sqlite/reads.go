@@ -13,7 +13,8 @@ import (
 // connection as needed.
 type readStmts struct {
 	get, history, scan, changes, changesDB, lastSeq, dbs *sql.Stmt
-	// firstAbove is NextEventDue's question out of full mode.
+	// firstAbove is NextEventDue's question out of full mode: the
+	// earliest NextAt above the claim cursor.
 	firstAbove *sql.Stmt
 }
 
@@ -36,7 +37,7 @@ func (r *readStmts) prepare(db *sql.DB) error {
 	r.changesDB = p(`SELECT ` + revCols + ` FROM revisions WHERE app_id = ? AND db = ? AND seq > ? ORDER BY seq LIMIT ?`)
 	r.lastSeq = p(`SELECT seq FROM apps WHERE id = ?`)
 	r.dbs = p(`SELECT name FROM dbs WHERE app_id = ? ORDER BY name`)
-	r.firstAbove = p(`SELECT next_at FROM events WHERE app_id = ? AND seq > ? AND dead = 0 ORDER BY seq LIMIT 1`)
+	r.firstAbove = p(`SELECT min(next_at) FROM events WHERE app_id = ? AND seq > ? AND dead = 0`)
 	return err
 }
 

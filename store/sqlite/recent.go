@@ -22,8 +22,11 @@ type recentEvents struct {
 	n    int // events held, across apps
 }
 
-// appRecent holds one app's events in seq order. Every event this process
-// committed with a seq above covered is in evs, until a claim passes it.
+// appRecent holds one app's events in seq order: every event this process
+// committed with a seq above covered that no claim has handed out yet.
+// Those are live, unleased and never attempted, whatever mode the app's
+// claims are in; an event handed out once, and later released, is the
+// database's to hand out again.
 type appRecent struct {
 	evs     []store.Event
 	covered int64
@@ -89,8 +92,8 @@ func (r *recentEvents) shed() {
 	r.n -= drop
 }
 
-// above returns up to limit of the app's events above cursor, in seq
-// order, dropping the ones at or below it. ok is false when memory cannot
+// above hands out up to limit of the app's events above cursor, in seq
+// order, forgetting them and the ones at or below it. ok is false when memory cannot
 // answer for certain: events above cursor may be missing, or one of them
 // is not due by now (the database's claim handles both).
 func (r *recentEvents) above(app, cursor int64, now int64, limit int) (evs []store.Event, ok bool) {
@@ -116,7 +119,52 @@ func (r *recentEvents) above(app, cursor int64, now int64, limit int) (evs []sto
 		}
 		evs = append(evs, ev)
 	}
+	// Handed out: from now on the database answers for them.
+	n := copy(ar.evs, ar.evs[len(evs):])
+	clear(ar.evs[n:])
+	ar.evs = ar.evs[:n]
+	r.n -= len(evs)
 	return evs, true
+}
+
+// drop forgets events a claim handed out (seqs ascending).
+func (r *recentEvents) drop(app int64, seqs []int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ar := r.apps[app]
+	if ar == nil || len(seqs) == 0 {
+		return
+	}
+	kept, j := ar.evs[:0], 0
+	for _, ev := range ar.evs {
+		for j < len(seqs) && seqs[j] < ev.Seq {
+			j++
+		}
+		if j < len(seqs) && seqs[j] == ev.Seq {
+			continue
+		}
+		kept = append(kept, ev)
+	}
+	r.n -= len(ar.evs) - len(kept)
+	clear(ar.evs[len(kept):])
+	ar.evs = kept
+}
+
+// earliest returns the earliest NextAt of the app's events above cursor,
+// with ok false when memory cannot answer for all of them.
+func (r *recentEvents) earliest(app, cursor int64) (at time.Time, found, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ar := r.apps[app]
+	if ar == nil || cursor < ar.covered {
+		return time.Time{}, false, false
+	}
+	for _, ev := range ar.evs {
+		if ev.Seq > cursor && (!found || ev.NextAt.Before(at)) {
+			at, found = ev.NextAt, true
+		}
+	}
+	return at, found, true
 }
 
 // eventOf builds the event of a write the writer applied. It is a hole

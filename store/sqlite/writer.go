@@ -91,11 +91,11 @@ type dbKey struct {
 }
 
 const (
-	sqlHead     = `SELECT rev, has_grants FROM docs WHERE app_id = ? AND db = ? AND id = ?`
-	sqlAppSeq   = `SELECT seq FROM apps WHERE id = ?`
-	sqlSetSeq   = `UPDATE apps SET seq = ? WHERE id = ?`
-	sqlAddDB    = `INSERT OR IGNORE INTO dbs (app_id, name) VALUES (?, ?)`
-	sqlLedger   = `INSERT INTO revisions (app_id, seq, db, id, rev, deleted, body, time, user, device, handler, path, channels, prev_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlHead    = `SELECT rev, has_grants FROM docs WHERE app_id = ? AND db = ? AND id = ?`
+	sqlAppSeq  = `SELECT seq FROM apps WHERE id = ?`
+	sqlSetSeq  = `UPDATE apps SET seq = ? WHERE id = ?`
+	sqlAddDB   = `INSERT OR IGNORE INTO dbs (app_id, name) VALUES (?, ?)`
+	sqlLedger  = `INSERT INTO revisions (app_id, seq, db, id, rev, deleted, body, time, user, device, handler, path, channels, prev_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlNewHead = `INSERT INTO docs (app_id, db, id, rev, deleted, body, seq, time, channels, has_grants) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// sqlSaveHead takes its arguments in sqlNewHead's order.
 	sqlSaveHead = `UPDATE docs SET rev = ?4, deleted = ?5, body = ?6, seq = ?7, time = ?8, channels = ?9, has_grants = ?10

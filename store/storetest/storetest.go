@@ -1,10 +1,11 @@
 // Package storetest is the conformance suite every store.Store must pass
 // (DESIGN §7): one suite, every driver runs it. It checks the Store
 // contract directly (commits, heads, the ledger, the per-app sequence,
-// queries, changes, identity, durability across a reopen) and the
-// engine's semantics on top of the store (ifRev, ifAbsent, tombstones,
-// cursors, racing writers), because the engine's guarantees only hold if
-// the store keeps its side of the contract.
+// queries, changes, identity, durability across a reopen, the outbox of
+// onChange events, scheduled ticks) and the engine's semantics on top of
+// the store (ifRev, ifAbsent, tombstones, cursors, racing writers),
+// because the engine's guarantees only hold if the store keeps its side
+// of the contract.
 //
 // A driver's test runs it with a Harness:
 //
@@ -77,6 +78,7 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"Store", storeTests},
 		{"Engine", engineTests},
+		{"Events", eventTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
