@@ -309,7 +309,10 @@ type Events interface {
 	// (NextAt <= now), not dead and not leased, lowest seq first.
 	ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]Event, error)
 	// NextEventDue reports the earliest NextAt of the app's events that
-	// are neither dead nor leased; ok is false when there are none.
+	// are neither dead nor leased; ok is false when there are none. A
+	// store whose leases can outlive their holder (several nodes) may
+	// also report the end of a lease, when that event falls due again
+	// unless it is settled first.
 	NextEventDue(ctx context.Context, appID int64) (at time.Time, ok bool, err error)
 	// SettleEvent records the outcome of a delivery and ends its lease.
 	// It may become durable after it returns; until then the event stays
