@@ -134,10 +134,13 @@ func lazyProperty(vm *jsvm.VM, o *goja.Object, name string, compute func() (goja
 	settle := func(v goja.Value) {
 		_ = o.DefineDataProperty(name, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
 	}
+	var v goja.Value // parsed once, even where settle cannot (a frozen event)
 	get := vm.ToValue(func(goja.FunctionCall) goja.Value {
-		v, err := compute()
-		if err != nil {
-			panic(vm.NewGoError(fmt.Errorf("onChange event %s: %w", name, err)))
+		if v == nil {
+			var err error
+			if v, err = compute(); err != nil {
+				panic(vm.NewGoError(fmt.Errorf("onChange event %s: %w", name, err)))
+			}
 		}
 		settle(v)
 		return v

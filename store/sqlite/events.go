@@ -148,7 +148,7 @@ func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, lim
 	for _, ev := range out {
 		held[ev.Seq] = now.Add(lease)
 	}
-	s.recent.drop(appID, pick)
+	s.recent.passed(appID, pick[len(pick)-1])
 	if !sc.full {
 		sc.cursor = max(sc.cursor, pick[len(pick)-1])
 	}

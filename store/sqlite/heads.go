@@ -20,7 +20,8 @@ import (
 // fill it, so a slow read cannot put an old head back. Like the event
 // leases, this relies on one process owning the file.
 const (
-	headsMax = 8192
+	headsMax      = 8192
+	headsBytesMax = 32 << 20
 	// headBodyMax keeps big documents out: they cost more memory than a
 	// read saves.
 	headBodyMax = 64 << 10
@@ -40,9 +41,10 @@ type head struct {
 }
 
 type heads struct {
-	mu  sync.Mutex
-	m   map[headKey]*list.Element
-	lru list.List // front: most recently used
+	mu    sync.Mutex
+	m     map[headKey]*list.Element
+	lru   list.List // front: most recently used
+	bytes int       // bodies held
 }
 
 // get returns a copy of the cached head, or nil.
@@ -66,19 +68,34 @@ func (h *heads) put(hs []*head) {
 		h.m = map[headKey]*list.Element{}
 	}
 	for _, c := range hs {
-		if el := h.m[c.key]; el != nil {
-			h.lru.Remove(el)
-			delete(h.m, c.key)
-		}
+		h.remove(c.key)
 		if len(c.doc.Body) > headBodyMax {
 			continue
 		}
 		h.m[c.key] = h.lru.PushFront(c)
+		h.bytes += len(c.doc.Body)
 	}
-	for len(h.m) > headsMax {
-		el := h.lru.Back()
-		delete(h.m, el.Value.(*head).key)
+	for len(h.m) > headsMax || h.bytes > headsBytesMax {
+		h.remove(h.lru.Back().Value.(*head).key)
+	}
+}
+
+// forget drops heads a transaction is about to replace: from its commit
+// until put, a Get must read the database, which never goes back to an
+// older head once it has shown a newer one.
+func (h *heads) forget(hs []*head) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range hs {
+		h.remove(c.key)
+	}
+}
+
+func (h *heads) remove(k headKey) {
+	if el := h.m[k]; el != nil {
+		h.bytes -= len(el.Value.(*head).doc.Body)
 		h.lru.Remove(el)
+		delete(h.m, k)
 	}
 }
 

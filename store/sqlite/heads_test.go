@@ -70,4 +70,18 @@ func TestHeadsBounded(t *testing.T) {
 	if h.get(big.key) != nil {
 		t.Fatal("a document over headBodyMax was cached")
 	}
+	// And by bytes.
+	var b heads
+	for i := range headsBytesMax/headBodyMax + 10 {
+		b.put([]*head{{key: headKey{1, "d", fmt.Sprint(i)}, doc: store.Doc{Body: make([]byte, headBodyMax)}}})
+	}
+	if b.bytes > headsBytesMax {
+		t.Fatalf("%d bytes of heads cached, bound %d", b.bytes, headsBytesMax)
+	}
+	// A head about to be replaced is read from the database until put.
+	k := headKey{1, "d", fmt.Sprint(headsBytesMax/headBodyMax + 9)}
+	b.forget([]*head{{key: k}})
+	if b.get(k) != nil {
+		t.Fatal("a head being replaced is still served from memory")
+	}
 }

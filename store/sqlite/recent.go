@@ -14,19 +14,23 @@ import (
 // ledger twice. The outbox table stays the truth: whenever memory cannot
 // tell for sure that it holds every event in question, the claim asks the
 // database.
-const recentMax = 16384 // across apps
+const (
+	recentMax      = 16384    // events, across apps
+	recentBytesMax = 64 << 20 // their bodies, across apps
+)
 
 type recentEvents struct {
-	mu   sync.Mutex
-	apps map[int64]*appRecent
-	n    int // events held, across apps
+	mu    sync.Mutex
+	apps  map[int64]*appRecent
+	n     int // events held, across apps
+	bytes int // their bodies' sizes
 }
 
 // appRecent holds one app's events in seq order: every event this process
 // committed with a seq above covered that no claim has handed out yet.
 // Those are live, unleased and never attempted, whatever mode the app's
 // claims are in; an event handed out once, and later released, is the
-// database's to hand out again.
+// database's to hand out again. covered is -1 until the first event.
 type appRecent struct {
 	evs     []store.Event
 	covered int64
@@ -39,37 +43,90 @@ type recentEvent struct {
 	hole bool
 }
 
+func eventBytes(ev *store.Event) int {
+	n := len(ev.Rev.Body)
+	if ev.Old != nil {
+		n += len(ev.Old.Body)
+	}
+	return n
+}
+
+func (r *recentEvents) app(id int64) *appRecent {
+	if r.apps == nil {
+		r.apps = map[int64]*appRecent{}
+	}
+	ar := r.apps[id]
+	if ar == nil {
+		ar = &appRecent{covered: -1}
+		r.apps[id] = ar
+	}
+	return ar
+}
+
 // add records events the writer just committed, in seq order per app.
 // Events committed before this process opened the file are older than the
-// first one recorded, hence at or below covered.
+// first one recorded, hence at or below covered. An event that a claim
+// took from the database in the moment between its commit and this call
+// is at or below covered too, and stays the database's.
 func (r *recentEvents) add(evs []recentEvent) {
 	if len(evs) == 0 {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.apps == nil {
-		r.apps = map[int64]*appRecent{}
-	}
 	for _, re := range evs {
 		ev := re.ev
-		ar := r.apps[ev.AppID]
-		if ar == nil {
-			ar = &appRecent{covered: ev.Seq - 1}
-			r.apps[ev.AppID] = ar
+		ar := r.app(ev.AppID)
+		if ar.covered < 0 {
+			ar.covered = ev.Seq - 1
 		}
-		if re.hole {
-			r.n -= len(ar.evs)
-			clear(ar.evs)
-			ar.evs, ar.covered = ar.evs[:0], ev.Seq
+		if ev.Seq <= ar.covered {
+			continue
+		}
+		if re.hole || eventBytes(&ev) > headBodyMax {
+			r.forget(ar, len(ar.evs))
+			ar.covered = ev.Seq
 			continue
 		}
 		ar.evs = append(ar.evs, ev)
 		r.n++
-		if r.n > recentMax {
+		r.bytes += eventBytes(&ev)
+		for r.n > recentMax || r.bytes > recentBytesMax {
 			r.shed()
 		}
 	}
+}
+
+// passed tells memory that a claim from the database handed out events up
+// to seq: memory answers only above it from now on.
+func (r *recentEvents) passed(app, seq int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ar := r.app(app)
+	if seq <= ar.covered {
+		return
+	}
+	i := 0
+	for i < len(ar.evs) && ar.evs[i].Seq <= seq {
+		i++
+	}
+	r.forget(ar, i)
+	ar.covered = seq
+}
+
+// forget drops the app's first n events.
+func (r *recentEvents) forget(ar *appRecent, n int) {
+	for i := range n {
+		r.bytes -= eventBytes(&ar.evs[i])
+	}
+	r.n -= n
+	if n == len(ar.evs) {
+		ar.evs = nil // let a drained backlog's array go
+		return
+	}
+	k := copy(ar.evs, ar.evs[n:])
+	clear(ar.evs[k:])
+	ar.evs = ar.evs[:k]
 }
 
 // shed forgets the older half of the biggest backlog, which nobody is
@@ -81,15 +138,9 @@ func (r *recentEvents) shed() {
 			big = ar
 		}
 	}
-	drop := len(big.evs) / 2
-	if drop == 0 {
-		return
-	}
+	drop := max(1, len(big.evs)/2)
 	big.covered = big.evs[drop-1].Seq
-	n := copy(big.evs, big.evs[drop:])
-	clear(big.evs[n:])
-	big.evs = big.evs[:n]
-	r.n -= drop
+	r.forget(big, drop)
 }
 
 // above hands out up to limit of the app's events above cursor, in seq
@@ -100,19 +151,14 @@ func (r *recentEvents) above(app, cursor int64, now int64, limit int) (evs []sto
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ar := r.apps[app]
-	if ar == nil || cursor < ar.covered {
+	if ar == nil || ar.covered < 0 || cursor < ar.covered {
 		return nil, false
 	}
 	i := 0
 	for i < len(ar.evs) && ar.evs[i].Seq <= cursor {
 		i++
 	}
-	if i > 0 {
-		n := copy(ar.evs, ar.evs[i:])
-		clear(ar.evs[n:])
-		ar.evs = ar.evs[:n]
-		r.n -= i
-	}
+	r.forget(ar, i)
 	for _, ev := range ar.evs[:min(limit, len(ar.evs))] {
 		if ev.NextAt.UnixNano() > now {
 			return nil, false
@@ -120,34 +166,8 @@ func (r *recentEvents) above(app, cursor int64, now int64, limit int) (evs []sto
 		evs = append(evs, ev)
 	}
 	// Handed out: from now on the database answers for them.
-	n := copy(ar.evs, ar.evs[len(evs):])
-	clear(ar.evs[n:])
-	ar.evs = ar.evs[:n]
-	r.n -= len(evs)
+	r.forget(ar, len(evs))
 	return evs, true
-}
-
-// drop forgets events a claim handed out (seqs ascending).
-func (r *recentEvents) drop(app int64, seqs []int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ar := r.apps[app]
-	if ar == nil || len(seqs) == 0 {
-		return
-	}
-	kept, j := ar.evs[:0], 0
-	for _, ev := range ar.evs {
-		for j < len(seqs) && seqs[j] < ev.Seq {
-			j++
-		}
-		if j < len(seqs) && seqs[j] == ev.Seq {
-			continue
-		}
-		kept = append(kept, ev)
-	}
-	r.n -= len(ar.evs) - len(kept)
-	clear(ar.evs[len(kept):])
-	ar.evs = kept
 }
 
 // earliest returns the earliest NextAt of the app's events above cursor,
@@ -156,7 +176,7 @@ func (r *recentEvents) earliest(app, cursor int64) (at time.Time, found, ok bool
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ar := r.apps[app]
-	if ar == nil || cursor < ar.covered {
+	if ar == nil || ar.covered < 0 || cursor < ar.covered {
 		return time.Time{}, false, false
 	}
 	for _, ev := range ar.evs {

@@ -127,4 +127,17 @@ func TestRecentEventsBounded(t *testing.T) {
 	if evs, ok := r.above(2, 0, 0, 10); !ok || len(evs) != 2 {
 		t.Fatalf("the small app lost events: %v, %v", evs, ok)
 	}
+	// Bodies count too: a big one stays the database's, and many middling
+	// ones shed the oldest.
+	huge := store.Event{AppID: 3, Seq: 1, Rev: store.Revision{Doc: store.Doc{Body: make([]byte, headBodyMax+1)}}}
+	r.add([]recentEvent{{ev: huge}})
+	if r.apps[3].covered != 1 || len(r.apps[3].evs) != 0 {
+		t.Fatalf("a %d-byte event was kept in memory", headBodyMax+1)
+	}
+	for seq := int64(2); seq < 2+2*recentBytesMax/headBodyMax; seq++ {
+		r.add([]recentEvent{{ev: store.Event{AppID: 3, Seq: seq, Rev: store.Revision{Doc: store.Doc{Body: make([]byte, headBodyMax)}}}}})
+	}
+	if r.bytes > recentBytesMax {
+		t.Fatalf("%d bytes of events held, bound %d", r.bytes, recentBytesMax)
+	}
 }

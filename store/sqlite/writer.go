@@ -273,6 +273,7 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 			return err
 		}
 	}
+	w.heads.forget(w.order)
 	if err := tx.Commit(); err != nil {
 		return err
 	}
