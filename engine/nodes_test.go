@@ -352,3 +352,102 @@ export async function scheduled(event, ctx) {
 		return err
 	})
 }
+
+// TestNodesFeedAcrossNodes: a reader following an app's changes on node B
+// sees every commit made on node A, once, in commit order, and only what
+// it may read.
+func TestNodesFeedAcrossNodes(t *testing.T) {
+	dbURL := pgtest.Fresh(t, 8)
+	a, b := newNode(t, dbURL), newNode(t, dbURL)
+	ctx := context.Background()
+	tok, err := a.Bootstrap(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := a.Authenticate(ctx, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"alice", "carol"} {
+		if _, err := a.AddUser(ctx, admin, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice, carol := engine.Actor{User: "alice"}, engine.Actor{User: "carol"}
+	const app = "alice/feed"
+	if _, err := a.CreateApp(ctx, admin, app, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Deploy(ctx, alice, app, nodesAccessJS, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Put(ctx, alice, app, "d", "grant", []byte(`{"kind":"grant","channels":["c"]}`), engine.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	feeds := map[string]*engine.Feed{}
+	for name, who := range map[string]engine.Actor{"alice": alice, "carol": carol} {
+		f, err := b.Follow(ctx, who, app, "d", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		feeds[name] = f
+	}
+	// 40 writes from 4 goroutines on A; every other one in channel c.
+	const n = 40
+	errc := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for i := g; i < n; i += 4 {
+				body := fmt.Sprintf(`{"channel":%q,"i":%d}`, map[bool]string{true: "c", false: "x"}[i%2 == 0], i)
+				if _, err := a.Put(ctx, alice, app, "d", fmt.Sprint("doc", i), []byte(body), engine.PutOptions{}); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(f *engine.Feed, want int) []engine.Entry {
+		t.Helper()
+		var got []engine.Entry
+		deadline := time.Now().Add(15 * time.Second)
+		for len(got) < want && time.Now().Before(deadline) {
+			c, err := f.Next(ctx, 200*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, c.Changes...)
+		}
+		return got
+	}
+	all := read(feeds["alice"], n+1)
+	if len(all) != n+1 {
+		t.Fatalf("alice's feed on B gave %d changes, want %d", len(all), n+1)
+	}
+	seen := map[string]bool{}
+	for i, e := range all {
+		if i > 0 && e.Seq <= all[i-1].Seq {
+			t.Fatalf("feed out of order: seq %d after %d", e.Seq, all[i-1].Seq)
+		}
+		if seen[e.ID] {
+			t.Fatalf("%s delivered twice", e.ID)
+		}
+		seen[e.ID] = true
+	}
+	mine := read(feeds["carol"], n/2)
+	if len(mine) != n/2 {
+		t.Fatalf("carol's feed on B gave %d changes, want the %d in channel c", len(mine), n/2)
+	}
+	for _, e := range mine {
+		var d struct{ Channel string }
+		if err := json.Unmarshal(e.Doc, &d); err != nil || d.Channel != "c" {
+			t.Fatalf("carol saw %s (%s), outside her channel", e.ID, e.Doc)
+		}
+	}
+}
