@@ -196,6 +196,10 @@ var migrations = []string{
 		LANGUAGE sql IMMUTABLE PARALLEL SAFE
 		AS $$ SELECT CASE WHEN octet_length(v::text) <= 1024 THEN v
 			ELSE jsonb_build_array('handoff:md5', md5(v::text)) END $$;`,
+	// 2: what a claim reads, whatever the number of events waiting or
+	// leased: the free events in seq order, and the leases by their end.
+	`CREATE INDEX events_free ON events (app_id, seq) WHERE NOT dead AND lease_until = 0;
+	CREATE INDEX events_lease_end ON events (app_id, lease_until) WHERE NOT dead AND lease_until > 0;`,
 }
 
 // migrateLock is the advisory lock key that serialises migrations, so
