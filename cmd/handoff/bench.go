@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/bench"
+	"github.com/handoff-run/handoff/store/postgres"
 )
 
 func (c *cli) benchCmd() *cobra.Command {
@@ -25,11 +27,14 @@ func (c *cli) benchJobsCmd() *cobra.Command {
 		quiet      bool
 	)
 	cmd := &cobra.Command{
-		Use:   "jobs [--jobs N] [--rate R] [--concurrency C] [--light]",
+		Use:   "jobs [--jobs N] [--rate R] [--concurrency C] [--light] [--postgres URL]",
 		Short: "Run the job pattern of examples/jobs in process and time it",
 		Long: `Run the job pattern in this process, on a fresh embedded store in a
 temporary directory (durable: every write is fsynced before it returns),
 with examples/jobs' access.js and backend.js deployed on the real clock.
+With --postgres URL (else $HANDOFF_POSTGRES) the store is PostgreSQL
+instead: a database of its own, created on that server for the run and
+dropped after (the URL's role needs CREATEDB).
 Clients put --jobs pending jobs through access.js; the example's onChange
 claims, works and finishes each one.
 
@@ -45,6 +50,12 @@ not end done exactly once.`,
 		Args: noArgs,
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			fl := cmd.Flags()
+			if o.Postgres == "" {
+				o.Postgres = c.getenv("HANDOFF_POSTGRES")
+			}
+			if err := postgres.CheckURL(o.Postgres); o.Postgres != "" && err != nil {
+				return usageError{"--postgres (or HANDOFF_POSTGRES) must be a postgres://USER:PASSWORD@HOST:PORT/DB URL: " + err.Error()}
+			}
 			if light {
 				if !fl.Changed("jobs") {
 					o.Jobs = 200
@@ -67,8 +78,12 @@ not end done exactly once.`,
 			}
 			if !quiet {
 				o.Progress = c.stderr
-				fmt.Fprintf(c.stderr, "bench jobs: %d jobs, %s, %d clients, durable store in a temp dir\n",
-					o.Jobs, rateText(o.Rate), o.Concurrency)
+				where := "durable store in a temp dir"
+				if o.Postgres != "" {
+					where = "a fresh database on " + postgres.Redact(o.Postgres)
+				}
+				fmt.Fprintf(c.stderr, "bench jobs: %d jobs, %s, %d clients, %s\n",
+					o.Jobs, rateText(o.Rate), o.Concurrency, where)
 			}
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
@@ -82,6 +97,9 @@ not end done exactly once.`,
 				defer pprof.StopCPUProfile()
 			}
 			res, err := bench.Jobs(cmd.Context(), o)
+			if errors.Is(err, bench.ErrStore) && o.Postgres != "" {
+				return errs.New(errs.Unavailable, "bench jobs: %v; check that PostgreSQL is up at that URL and its role may CREATE DATABASE", err)
+			}
 			if err != nil {
 				return errs.New(errs.Internal, "bench jobs: %v", err)
 			}
@@ -105,6 +123,7 @@ not end done exactly once.`,
 	fl.Float64Var(&o.Rate, "rate", 0, "jobs offered per second (0: as fast as the clients can)")
 	fl.IntVar(&o.Concurrency, "concurrency", 16, "clients putting jobs at once")
 	fl.BoolVar(&light, "light", false, "light load for the latency numbers: 200 jobs at 100 jobs/s, 4 clients (unless set)")
+	fl.StringVar(&o.Postgres, "postgres", "", "PostgreSQL server URL, postgres://USER:PASSWORD@HOST:PORT/DB: run on a fresh database created there (default $HANDOFF_POSTGRES)")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	fl.BoolVar(&quiet, "quiet", false, "no progress lines and no table on stderr")
 	return cmd
@@ -121,6 +140,7 @@ func printJobsTable(w io.Writer, r *bench.JobsResult) {
 	row := func(name string, l bench.Latency) {
 		fmt.Fprintf(w, "  %-20s %9.3f %9.3f %9.3f %9.3f %8d\n", name, l.P50, l.P90, l.P99, l.Max, l.Count)
 	}
+	fmt.Fprintf(w, "  store: %s\n", r.Store)
 	fmt.Fprintf(w, "  %-20s %9s %9s %9s %9s %8s\n", "latency (ms)", "p50", "p90", "p99", "max", "n")
 	row("commit → onChange", r.Delivery)
 	row("pending → done", r.Job)

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/handoff-run/handoff/internal/pgtest"
 )
 
 // TestBenchJobs keeps `handoff bench jobs` working: a small run in
@@ -54,6 +60,62 @@ func TestBenchJobsUsage(t *testing.T) {
 	} {
 		if _, stderr, code := runIn(t, nil, "", args...); code != 2 {
 			t.Errorf("%q: exit %d, want 2 (usage)\n%s", args, code, stderr)
+		}
+	}
+}
+
+// TestBenchJobsPostgres runs the same small bench on PostgreSQL: every
+// job done exactly once, in a database of the run's own that is gone
+// afterwards.
+func TestBenchJobsPostgres(t *testing.T) {
+	base := pgtest.Need(t)
+	stdout, stderr, code := runIn(t, map[string]string{"HANDOFF_POSTGRES": base}, "", "bench", "jobs", "--jobs", "50", "--concurrency", "4")
+	if code != 0 {
+		t.Fatalf("bench jobs on PostgreSQL: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	var res struct {
+		Store     string `json:"store"`
+		Done      int    `json:"done"`
+		DoneTwice int    `json:"done_twice"`
+		NotDone   int    `json:"not_done"`
+		OK        bool   `json:"ok"`
+		Delivery  struct {
+			Count int `json:"count"`
+		} `json:"commit_to_onchange"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("stdout is not the JSON result: %v\n%s", err, stdout)
+	}
+	if res.Store != "postgres" || !res.OK || res.Done != 50 || res.DoneTwice != 0 || res.NotDone != 0 || res.Delivery.Count < 150 {
+		t.Fatalf("bench jobs on PostgreSQL: %+v", res)
+	}
+	m := regexp.MustCompile(`database (handoff_bench_[0-9a-f]+) on `).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("stderr does not name the run's database:\n%s", stderr)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var left bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, m[1]).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left {
+		t.Errorf("database %s is still there after the run", m[1])
+	}
+}
+
+func TestBenchJobsPostgresUsage(t *testing.T) {
+	for _, env := range []map[string]string{nil, {"HANDOFF_POSTGRES": "http://x"}} {
+		args := []string{"bench", "jobs", "--jobs", "1"}
+		if env == nil {
+			args = append(args, "--postgres", "http://x")
+		}
+		if _, stderr, code := runIn(t, env, "", args...); code != 2 || !strings.Contains(stderr, "--postgres") {
+			t.Errorf("%q with %v: exit %d, want 2 (usage)\n%s", args, env, code, stderr)
 		}
 	}
 }

@@ -26,7 +26,6 @@ import (
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/examples"
 	"github.com/handoff-run/handoff/store"
-	"github.com/handoff-run/handoff/store/sqlite"
 )
 
 // The app, database and user the job benchmark runs as.
@@ -46,6 +45,10 @@ type JobsOptions struct {
 	Concurrency int     // clients putting jobs at once; default 16
 	// Dir is the data directory; "" makes a temporary one, removed after.
 	Dir string
+	// Postgres, when set, is the URL of a PostgreSQL server: the run uses
+	// a database of its own created there, and dropped after, instead of
+	// the embedded store.
+	Postgres string
 	// Timeout bounds the wait for the last job to be done; default one
 	// minute plus 10 ms per job.
 	Timeout time.Duration
@@ -84,6 +87,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // JobsResult is what one run measured.
 type JobsResult struct {
+	Store       string  `json:"store"` // StoreSQLite or StorePostgres
 	Jobs        int     `json:"jobs"`
 	Rate        float64 `json:"rate"` // offered jobs/s, 0: as fast as possible
 	Concurrency int     `json:"concurrency"`
@@ -133,7 +137,7 @@ type JobsResult struct {
 //     the fsync; with the commit time, the number is commit → onChange.
 //     Nothing else reads the time of a claimed event.
 type watchStore struct {
-	*sqlite.Store
+	store.Store
 	done func(id string, at time.Time)
 
 	mu        sync.Mutex
@@ -177,6 +181,16 @@ func (s *watchStore) ClaimEvents(ctx context.Context, appID int64, now time.Time
 	return evs, err
 }
 
+// grantWatchStore is a watchStore over a store that tells grant changes
+// before its commits are announced; the engine relies on that only when
+// the store offers it.
+type grantWatchStore struct {
+	*watchStore
+	gw store.GrantWatcher
+}
+
+func (s grantWatchStore) WatchGrants(fn func(appID int64)) { s.gw.WatchGrants(fn) }
+
 // Jobs runs the job pattern of examples/jobs on a fresh durable store:
 // clients put jobs through access.js, the example's onChange claims, works
 // and finishes each one, and the run ends when every job is done and the
@@ -197,15 +211,6 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	dir := o.Dir
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "handoff-bench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	}
 	accessJS, err := examples.Jobs.ReadFile("jobs/access.js")
 	if err != nil {
 		return nil, err
@@ -225,11 +230,12 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 	var deliveryMu sync.Mutex
 	delivery := make([]time.Duration, 0, 3*n)
 
-	sq, err := sqlite.Open(dir)
+	inner, storeName, cleanup, err := openStore(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	st := &watchStore{Store: sq, committed: map[int64]time.Time{}, done: func(id string, at time.Time) {
+	defer cleanup()
+	st := &watchStore{Store: inner, committed: map[int64]time.Time{}, done: func(id string, at time.Time) {
 		i, ok := jobIndex(id, n)
 		if !ok {
 			return
@@ -241,8 +247,11 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 			}
 		}
 	}}
-	defer st.Close()
-	e := engine.New(st, engine.Options{
+	var measured store.Store = st
+	if gw, ok := inner.(store.GrantWatcher); ok {
+		measured = grantWatchStore{st, gw}
+	}
+	e := engine.New(measured, engine.Options{
 		Logger:   o.Logger,
 		Runtime:  access.New(access.Options{}),
 		Backends: backend.New(backend.Options{Logger: o.Logger}),
@@ -340,7 +349,7 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 		return nil, err
 	}
 
-	res := &JobsResult{Jobs: n, Rate: o.Rate, Concurrency: o.Concurrency, GOMAXPROCS: runtime.GOMAXPROCS(0),
+	res := &JobsResult{Store: storeName, Jobs: n, Rate: o.Rate, Concurrency: o.Concurrency, GOMAXPROCS: runtime.GOMAXPROCS(0),
 		Events: left, PutRetries: int(retries.Load())}
 	res.WallSeconds = end.Sub(start).Seconds()
 	res.JobsPerSec = float64(finished.Load()) / res.WallSeconds

@@ -1,11 +1,12 @@
 // Package postgres is handoff's shared store: PostgreSQL through pgx, for
 // running several `handoff serve` nodes on one database (DESIGN §7).
 //
-// Every Commit is its own transaction; concurrent commits share WAL
-// flushes through PostgreSQL's group commit, and synchronous_commit stays
-// on, so an acknowledged write survives a crash. An app's commits are
-// serialised by its row in apps, which hands out the per-app sequence:
-// gap-free and in commit order across every node.
+// Concurrent Commits of one app share a transaction (group commit: one
+// goroutine per app takes every write waiting), and different apps share
+// WAL flushes through PostgreSQL's own group commit; synchronous_commit
+// stays on, so an acknowledged write survives a crash. An app's batches
+// are serialised by its row in apps, which hands out the per-app
+// sequence: gap-free and in commit order across every node.
 //
 // Everything several nodes must agree on lives in the database: event
 // leases (claimed with FOR UPDATE SKIP LOCKED), scheduled-tick leases, and
@@ -47,7 +48,8 @@ type Store struct {
 	indexes sync.Map // index name -> struct{}: field indexes known to exist
 	dbs     sync.Map // dbKey -> struct{}: rows of dbs known to exist
 
-	watch *watcher
+	watch   *watcher
+	commits committer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -93,7 +95,8 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	}
 	var id [8]byte
 	rand.Read(id[:])
-	s := &Store{pool: pool, node: hex.EncodeToString(id[:])}
+	s := &Store{pool: pool, node: hex.EncodeToString(id[:]),
+		commits: committer{queues: map[int64][]*commitReq{}, running: map[int64]bool{}}}
 	if err := s.loadIndexes(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -127,11 +130,12 @@ func Redact(raw string) string {
 // leases it claims, and what it passes to AcquireTick.
 func (s *Store) Node() string { return s.node }
 
-// Close stops listening, hands back the event leases this Store still
-// holds (their deliveries did not finish, so other nodes may take them at
-// once) and closes the connections.
+// Close waits for the queued commits, stops listening, hands back the
+// event leases this Store still holds (their deliveries did not finish,
+// so other nodes may take them at once) and closes the connections.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.closeCommits()
 		s.watch.stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

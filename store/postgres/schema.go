@@ -262,6 +262,11 @@ var migrations = []string{
 	CREATE CONSTRAINT TRIGGER grants_changed AFTER INSERT OR DELETE ON grant_counts
 		DEFERRABLE INITIALLY DEFERRED
 		FOR EACH ROW EXECUTE FUNCTION handoff_grants_changed();`,
+
+	// 3: what a claim reads, whatever the number of events waiting or
+	// leased: the free events in seq order, and the leases by their end.
+	`CREATE INDEX events_free ON events (app_id, seq) WHERE NOT dead AND lease_until = 0;
+	CREATE INDEX events_lease_end ON events (app_id, lease_until) WHERE NOT dead AND lease_until > 0;`,
 }
 
 // migrateLock is the advisory lock key that serialises migrations, so

@@ -469,3 +469,76 @@ func TestJSONBText(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimOrder: a claim takes the lowest due seqs whether they are new
+// or their lease ran out, and passes over those still leased, the same
+// on both stores.
+func TestClaimOrder(t *testing.T) {
+	bothStores(t, func(t *testing.T, st store.Store) {
+		ctx := context.Background()
+		app := newApp(t, st, "jobs")
+		var seqs []int64
+		for i := range 6 {
+			seqs = append(seqs, putEvent(t, st, app, fmt.Sprint("e", i), t0))
+		}
+		short, err := st.ClaimEvents(ctx, app, t0, 2, time.Second)
+		if err != nil || !slices.Equal(seqsOf(short), seqs[:2]) {
+			t.Fatalf("first claim = %v, %v; want %v", seqsOf(short), err, seqs[:2])
+		}
+		long, err := st.ClaimEvents(ctx, app, t0, 1, time.Hour)
+		if err != nil || !slices.Equal(seqsOf(long), seqs[2:3]) {
+			t.Fatalf("second claim = %v, %v; want %v", seqsOf(long), err, seqs[2:3])
+		}
+		later := t0.Add(2 * time.Second)
+		got, err := st.ClaimEvents(ctx, app, later, 4, time.Hour)
+		want := []int64{seqs[0], seqs[1], seqs[3], seqs[4]}
+		if err != nil || !slices.Equal(seqsOf(got), want) {
+			t.Fatalf("claim after the short leases ran out = %v, %v; want %v", seqsOf(got), err, want)
+		}
+	})
+}
+
+// TestClaimPlanUsesIndexes: with many events leased and many waiting, a
+// claim reads its candidates from the two claim indexes, in the generic
+// plan it runs with, rather than every event of the app.
+func TestClaimPlanUsesIndexes(t *testing.T) {
+	st := openAt(t, freshDB(t))
+	defer st.Close()
+	ctx := context.Background()
+	app := newApp(t, st, "jobs")
+	if _, err := st.pool.Exec(ctx, `INSERT INTO events (app_id, seq, depth, next_at, lease_until, lease_owner)
+		SELECT $1, i, 0, 0, CASE WHEN i <= 2000 THEN 9e18::int8 ELSE 0 END, CASE WHEN i <= 2000 THEN 'other' ELSE '' END
+		FROM generate_series(1, 5000) i`, app); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := st.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `PREPARE claim (int8, int8, int8, int8, text) AS `+sqlClaim); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, fmt.Sprintf(`EXPLAIN EXECUTE claim(%d, 1000, 10, 2000, 'me')`, app))
+		if err != nil {
+			return err
+		}
+		lines, err := collect(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		plan := strings.Join(lines, "\n")
+		if !strings.Contains(plan, "using events_free") || !strings.Contains(plan, "using events_lease_end") ||
+			strings.Contains(plan, "Seq Scan on events") || strings.Contains(plan, "Bitmap Heap Scan on events") {
+			t.Errorf("the claim does not read its candidates from the claim indexes:\n%s", plan)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

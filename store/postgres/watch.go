@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/handoff-run/handoff/store"
 )
 
 // pollEvery is the safety net under LISTEN: a lost notification (the
@@ -89,15 +87,16 @@ func (w *watcher) addApps(fn func(appID int64)) {
 	w.mu.Unlock()
 }
 
-// committed tells the callbacks of a commit made on this node, the grant
-// change first. Commit calls it once the write is durable.
-func (w *watcher) committed(wr *store.Write, seq int64) {
+// committed tells the callbacks of a batch committed on this node, up to
+// seq, a grant change among its writes first. The batch calls it once its
+// writes are durable.
+func (w *watcher) committed(app, seq int64, grantsChanged bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if wr.GrantsChanged {
-		w.grantsLocked(wr.AppID, seq)
+	if grantsChanged {
+		w.grantsLocked(app, seq)
 	}
-	w.seenLocked(wr.AppID, seq)
+	w.seenLocked(app, seq)
 }
 
 // seen tells the callbacks of app's seq, unless they heard of it already.

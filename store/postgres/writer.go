@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,18 +21,62 @@ import (
 // databases of the same server do not hear them.
 const notifyChannel = "handoff_commits"
 
+// maxBatch bounds one group commit, so a flood of writers cannot make one
+// transaction (and its latency) grow without limit.
+const maxBatch = 512
+
+var errClosed = errors.New("postgres store is closed")
+
 const (
-	sqlLockHead  = `SELECT rev, has_grants FROM docs WHERE app_id = $1 AND db = $2 AND id = $3 FOR UPDATE`
-	sqlDocGrants = `SELECT kind, principal, channel FROM grants WHERE app_id = $1 AND db = $2 AND doc_id = $3`
-	sqlNextSeq   = `UPDATE apps SET seq = seq + 1 WHERE id = $1 RETURNING seq`
-	// curSeq is the seq the transaction just took: statements of one
+	// sqlLockHeads locks the heads of one database of the batch in the
+	// order of $3, sorted; the batch runs it for its databases in name
+	// order. Every batch, on any node, locks in that one order, so two
+	// never deadlock. The LATERAL subqueries are kept from being
+	// flattened into joins (by the locking clause, by OFFSET 0): each key
+	// is one primary-key lookup, whatever the size of the table or the
+	// state of its statistics.
+	sqlLockHeads = `SELECT d.id, d.rev, d.has_grants FROM unnest($3::text[]) AS k(id),
+		LATERAL (SELECT id, rev, has_grants FROM docs WHERE app_id = $1 AND db = $2 AND id = k.id FOR UPDATE) d`
+	sqlDocGrants = `SELECT k.id, g.kind, g.principal, g.channel FROM unnest($3::text[]) AS k(id),
+		LATERAL (SELECT kind, principal, channel FROM grants WHERE app_id = $1 AND db = $2 AND doc_id = k.id OFFSET 0) g`
+
+	// sqlGenericPlans: the batch's statements take arrays, which would
+	// have PostgreSQL plan them again on every run; one generic plan per
+	// connection serves every batch.
+	sqlGenericPlans = `SET LOCAL plan_cache_mode = force_generic_plan`
+	// sqlNextSeqs takes the batch's $2 seqs at once; the app's row stays
+	// locked until COMMIT, which keeps seqs gap-free and in commit order.
+	sqlNextSeqs = `UPDATE apps SET seq = seq + $2 WHERE id = $1 RETURNING seq`
+	// firstSeq is the batch's first seq minus one: statements of one
 	// pipeline cannot pass results to each other, but they see the row
-	// the transaction updated.
-	curSeq      = `(SELECT seq FROM apps WHERE id = $1)`
-	sqlAddDB    = `INSERT INTO dbs (app_id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`
-	sqlLedger   = `INSERT INTO revisions (app_id, seq, db, id, rev, deleted, body, time, writer_user, writer_device, writer_handler, path, channels, prev_seq) VALUES ($1, ` + curSeq + `, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
-	sqlNewHead  = `INSERT INTO docs (app_id, db, id, rev, deleted, body_text, body, seq, time, channels, has_grants) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, ` + curSeq + `, $8, $9, $10)`
-	sqlSaveHead = `UPDATE docs SET rev = $4, deleted = $5, body_text = $6, body = $7::jsonb, seq = ` + curSeq + `, time = $8, channels = $9, has_grants = $10 WHERE app_id = $1 AND db = $2 AND id = $3`
+	// the transaction updated. $2 is the batch's number of writes.
+	firstSeq = `(SELECT seq FROM apps WHERE id = $1) - $2`
+	sqlAddDB = `INSERT INTO dbs (app_id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+	// The batch's rows arrive as one array per column, unnested in the
+	// select list: unnest(a, b, …) in FROM costs far more per statement.
+	// Column n is each row's place among the batch's seqs, from 1.
+	sqlLedger = `INSERT INTO revisions (app_id, seq, db, id, rev, deleted, body, time, writer_user, writer_device, writer_handler, path, channels, prev_seq)
+		SELECT $1, ` + firstSeq + ` + r.n, r.db, r.id, r.rev, r.deleted, r.body, r.time, r.wu, r.wd, r.wh, r.path, r.channels, r.prev_seq
+		FROM (SELECT unnest($3::text[]) AS db, unnest($4::text[]) AS id, unnest($5::text[]) AS rev, unnest($6::bool[]) AS deleted,
+			unnest($7::text[]) AS body, unnest($8::int8[]) AS time, unnest($9::text[]) AS wu, unnest($10::text[]) AS wd,
+			unnest($11::text[]) AS wh, unnest($12::text[]) AS path, unnest($13::text[]) AS channels, unnest($14::int8[]) AS prev_seq,
+			unnest($15::int8[]) AS n) r`
+	// sqlNewHeads inserts the heads of documents that had none. Another
+	// node may have created one since they were read: the primary key
+	// then fails the batch, which is run again against the new head.
+	sqlNewHeads = `INSERT INTO docs (app_id, db, id, rev, deleted, body_text, body, seq, time, channels, has_grants)
+		SELECT $1, h.db, h.id, h.rev, h.deleted, h.body_text, h.body::jsonb, ` + firstSeq + ` + h.n, h.time, h.channels, h.has_grants
+		FROM (SELECT unnest($3::text[]) AS db, unnest($4::text[]) AS id, unnest($5::text[]) AS rev, unnest($6::bool[]) AS deleted,
+			unnest($7::text[]) AS body_text, unnest($8::text[]) AS body, unnest($9::int8[]) AS n, unnest($10::int8[]) AS time,
+			unnest($11::text[]) AS channels, unnest($12::bool[]) AS has_grants) h`
+	// sqlSaveHeads overwrites heads the batch locked; an upsert, so each
+	// row is found through the primary key.
+	sqlSaveHeads = sqlNewHeads + ` ON CONFLICT (app_id, db, id) DO UPDATE SET rev = excluded.rev, deleted = excluded.deleted,
+		body_text = excluded.body_text, body = excluded.body, seq = excluded.seq, time = excluded.time,
+		channels = excluded.channels, has_grants = excluded.has_grants`
+	sqlAddEvents = `INSERT INTO events (app_id, seq, depth, next_at)
+		SELECT $1, ` + firstSeq + ` + e.n, e.depth, e.next_at
+		FROM (SELECT unnest($3::int8[]) AS n, unnest($4::int4[]) AS depth, unnest($5::int8[]) AS next_at) e`
 	// A grant vanishes when its last document lets go of it: drop the
 	// count if this was the last, else decrement it.
 	sqlCountDrop  = `DELETE FROM grant_counts WHERE app_id = $1 AND kind = $2 AND principal = $3 AND channel = $4 AND n <= 1`
@@ -38,146 +85,434 @@ const (
 	sqlAddGrant   = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel) VALUES ($1, $2, $3, $4, $5, $6)`
 	sqlCountUp    = `INSERT INTO grant_counts (app_id, kind, principal, channel, n) VALUES ($1, $2, $3, $4, 1)
 		ON CONFLICT (app_id, kind, principal, channel) DO UPDATE SET n = grant_counts.n + 1 RETURNING n`
-	sqlAddEvent = `INSERT INTO events (app_id, seq, depth, next_at) VALUES ($1, ` + curSeq + `, $2, $3)`
-	sqlNotify   = `SELECT pg_notify('` + notifyChannel + `', $1::int8::text || ':' || ` + curSeq + `::text)`
+	sqlNotify = `SELECT pg_notify('` + notifyChannel + `', $1::int8::text || ':' || (SELECT seq FROM apps WHERE id = $1)::text)`
 )
 
-// Commit writes one revision in its own transaction, in two round trips:
-// the first locks the head and checks it, the second writes everything
-// and commits. See store.Documents.
+// commitReq is one Commit waiting for its app's batch.
+type commitReq struct {
+	w    *store.Write
+	done chan commitRes
+	// taken and dropped are guarded by committer.mu: a batch took the
+	// write (it may commit), or its caller gave up before that.
+	taken, dropped bool
+}
+
+type commitRes struct {
+	seq int64
+	err error
+}
+
+// committer queues each app's Commits. One goroutine per app with writes
+// waiting takes everything queued and writes it in one transaction, so
+// the app's row in apps, which every commit must hold through its WAL
+// flush, is taken once per batch instead of once per write.
+type committer struct {
+	mu      sync.Mutex
+	queues  map[int64][]*commitReq
+	running map[int64]bool
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// Commit queues w for its app's next batch and waits until the batch is
+// durable. See store.Documents.
 func (s *Store) Commit(ctx context.Context, w *store.Write) (int64, error) {
+	c := &s.commits
+	req := &commitReq{w: w, done: make(chan commitRes, 1)}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return 0, errClosed
+	}
+	c.queues[w.AppID] = append(c.queues[w.AppID], req)
+	if !c.running[w.AppID] {
+		c.running[w.AppID] = true
+		c.wg.Add(1)
+		go s.runBatches(w.AppID)
+	}
+	c.mu.Unlock()
+	select {
+	case res := <-req.done:
+		return res.seq, res.err
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	if !req.taken {
+		req.dropped = true
+		c.mu.Unlock()
+		return 0, ctx.Err()
+	}
+	c.mu.Unlock()
+	// Once in a batch the write may commit: wait for the answer, so a
+	// committed write is never reported failed.
+	res := <-req.done
+	return res.seq, res.err
+}
+
+// closeCommits refuses new Commits and waits for the queued ones.
+func (s *Store) closeCommits() {
+	c := &s.commits
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+// runBatches commits app's queue batch after batch until it is empty.
+func (s *Store) runBatches(app int64) {
+	c := &s.commits
+	defer c.wg.Done()
+	for {
+		c.mu.Lock()
+		q := c.queues[app]
+		var batch []*commitReq
+		i := 0
+		for ; i < len(q) && len(batch) < maxBatch; i++ {
+			if !q[i].dropped {
+				q[i].taken = true
+				batch = append(batch, q[i])
+			}
+		}
+		if i == len(q) {
+			delete(c.queues, app)
+		} else {
+			c.queues[app] = q[i:]
+		}
+		if len(batch) == 0 {
+			delete(c.running, app)
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		s.commitBatch(app, batch)
+	}
+}
+
+// commitBatch writes a batch in one transaction and answers each caller.
+// If the transaction fails as a whole before it could have committed,
+// each write is tried alone, so one bad write cannot fail its neighbours.
+func (s *Store) commitBatch(app int64, batch []*commitReq) {
+	results := make([]commitRes, len(batch))
+	retry, err := s.commitRetrying(app, batch, results)
+	if err != nil && retry && len(batch) > 1 {
+		for i := range batch {
+			if _, err := s.commitRetrying(app, batch[i:i+1], results[i:i+1]); err != nil {
+				results[i] = commitRes{err: err}
+			}
+		}
+	} else if err != nil {
+		for i := range results {
+			results[i] = commitRes{err: err}
+		}
+	}
+	var last int64
+	grants := false
+	for i, r := range results {
+		last = max(last, r.seq)
+		grants = grants || (r.err == nil && batch[i].w.GrantsChanged)
+	}
+	if last > 0 {
+		s.watch.committed(app, last, grants)
+	}
+	for i, req := range batch {
+		req.done <- results[i]
+	}
+}
+
+// errNewDocRace is a batch that created a document another node created
+// since the batch read its head.
+var errNewDocRace = errors.New("postgres store: a new document was created by another node meanwhile")
+
+// maxRaces bounds the runs of one batch lost to errNewDocRace; each run
+// sees the heads the previous one missed, so one more is nearly always
+// enough.
+const maxRaces = 8
+
+// commitRetrying runs commitTx again while it loses a race to create a
+// document: the next run checks the batch against the new head.
+func (s *Store) commitRetrying(app int64, batch []*commitReq, results []commitRes) (retry bool, err error) {
+	for range maxRaces {
+		retry, err = s.commitTx(app, batch, results)
+		if !errors.Is(err, errNewDocRace) {
+			return retry, err
+		}
+		clear(results)
+	}
+	return retry, err
+}
+
+// docKey is one document of a batch.
+type docKey struct{ db, id string }
+
+func (k docKey) less(o docKey) int {
+	if c := strings.Compare(k.db, o.db); c != 0 {
+		return c
+	}
+	return strings.Compare(k.id, o.id)
+}
+
+// docState is a document's head as the batch goes: read from the
+// database, then moved by each write the batch accepts.
+type docState struct {
+	rev       string
+	found     bool // the database has a head, so the batch updates it
+	hasGrants bool
+	grants    []store.Grant
+	last      int // index in accepted of the last write to it; -1 if none
+}
+
+// commitTx writes batch in one transaction, filling results. It reports
+// retry when the transaction surely did not commit, so its writes may be
+// tried again.
+func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (retry bool, err error) {
+	ctx := context.Background()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	defer conn.Release()
 	c := conn.Conn()
-	seq, err := s.commit(ctx, c, w)
-	if st := c.PgConn().TxStatus(); st != 'I' && !c.IsClosed() {
-		// A refused or failed write: end its transaction here rather than
-		// have the pool throw the connection away.
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if _, rerr := c.Exec(rctx, "ROLLBACK"); rerr != nil {
-			c.Close(rctx)
+	defer func() {
+		if st := c.PgConn().TxStatus(); st != 'I' && !c.IsClosed() {
+			// A refused or failed batch: end its transaction here rather
+			// than have the pool throw the connection away.
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if _, rerr := c.Exec(rctx, "ROLLBACK"); rerr != nil {
+				c.Close(rctx)
+			}
+			cancel()
 		}
-		cancel()
-	}
-	if err != nil {
-		return 0, err
-	}
-	s.watch.committed(w, seq)
-	return seq, nil
-}
+	}()
 
-func (s *Store) commit(ctx context.Context, c *pgx.Conn, w *store.Write) (int64, error) {
-	// Round trip 1: lock the head (so concurrent writers of the document
-	// queue up here) and read its grants.
-	var head string
-	var found, hadGrants bool
-	var old []store.Grant
+	// Round trip 1: lock every head of the batch and read their grants.
+	states := map[docKey]*docState{}
+	var keys []docKey
+	for _, r := range batch {
+		k := docKey{r.w.DB, r.w.ID}
+		if states[k] == nil {
+			states[k] = &docState{last: -1}
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, docKey.less)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(sqlLockHead, w.AppID, w.DB, w.ID).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&head, &hadGrants)
-		if noRows(err) {
-			return nil
+	b.Queue(sqlGenericPlans)
+	for start := 0; start < len(keys); {
+		db := keys[start].db
+		end := start
+		for end < len(keys) && keys[end].db == db {
+			end++
 		}
-		found = err == nil
-		return err
-	})
-	b.Queue(sqlDocGrants, w.AppID, w.DB, w.ID).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var g store.Grant
-			if err := rows.Scan(&g.Kind, &g.Principal, &g.Channel); err != nil {
-				return err
+		ids := make([]string, 0, end-start)
+		for _, k := range keys[start:end] {
+			ids = append(ids, k.id)
+		}
+		start = end
+		b.Queue(sqlLockHeads, app, db, ids).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				k := docKey{db: db}
+				var rev string
+				var has bool
+				if err := rows.Scan(&k.id, &rev, &has); err != nil {
+					return err
+				}
+				if st := states[k]; st != nil {
+					st.rev, st.found, st.hasGrants = rev, true, has
+				}
 			}
-			old = append(old, g)
-		}
-		return rows.Err()
-	})
-	if err := c.SendBatch(ctx, b).Close(); err != nil {
-		return 0, err
+			return rows.Err()
+		})
+		b.Queue(sqlDocGrants, app, db, ids).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				k := docKey{db: db}
+				var g store.Grant
+				if err := rows.Scan(&k.id, &g.Kind, &g.Principal, &g.Channel); err != nil {
+					return err
+				}
+				if st := states[k]; st != nil {
+					st.grants = append(st.grants, g)
+				}
+			}
+			return rows.Err()
+		})
 	}
-	if head != w.BaseRev {
-		return 0, store.ErrHeadMoved
+	if err := c.SendBatch(ctx, b).Close(); err != nil {
+		return true, err
 	}
 
-	// Round trip 2: take the next seq, write, commit, then announce.
-	var seq int64
+	// Check each write against its head, earlier writes of the batch
+	// included, and plan the grants each accepted write changes.
 	b = &pgx.Batch{}
-	b.Queue(sqlNextSeq, w.AppID).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&seq)
+	var accepted []int
+	changed := make([]bool, len(batch))
+	for i, r := range batch {
+		w := r.w
+		st := states[docKey{w.DB, w.ID}]
+		if w.BaseRev != st.rev {
+			results[i] = commitRes{err: store.ErrHeadMoved}
+			continue
+		}
+		st.rev, st.last = w.Rev, len(accepted)
+		accepted = append(accepted, i)
+		grants := w.Grants
+		if w.Deleted {
+			grants = nil
+		}
+		if (st.hasGrants || len(grants) > 0) && !sameGrants(st.grants, grants) {
+			queueGrants(b, w, st.grants, grants, &changed[i])
+		}
+		st.grants, st.hasGrants = grants, len(grants) > 0
+	}
+	if len(accepted) == 0 {
+		return false, nil
+	}
+
+	// Round trip 2: take the seqs, write everything, commit, announce.
+	n := int64(len(accepted))
+	var last int64
+	rt2 := &pgx.Batch{}
+	rt2.Queue(sqlNextSeqs, app, n).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&last)
 		if noRows(err) {
-			return fmt.Errorf("app %d: %w", w.AppID, store.ErrNotFound)
+			return fmt.Errorf("app %d: %w", app, store.ErrNotFound)
 		}
 		return err
 	})
-	k := dbKey{w.AppID, w.DB}
-	_, knownDB := s.dbs.Load(k)
-	if !knownDB {
-		b.Queue(sqlAddDB, w.AppID, w.DB)
+	var newDBs []dbKey
+	for _, i := range accepted {
+		k := dbKey{app, batch[i].w.DB}
+		if _, ok := s.dbs.Load(k); !ok && !slices.Contains(newDBs, k) {
+			newDBs = append(newDBs, k)
+			rt2.Queue(sqlAddDB, app, k.db)
+		}
 	}
-	var bodyText, bodyJSON *string
-	if !w.Deleted {
-		t, j := string(w.Body), jsonbText(w.Body)
-		bodyText, bodyJSON = &t, &j
-	}
-	t := w.Time.UnixNano()
-	channels := channelsJSON(w.Channels)
-	b.Queue(sqlLedger, w.AppID, w.DB, w.ID, w.Rev, w.Deleted, bodyText, t,
-		w.Writer.User, w.Writer.Device, w.Writer.Handler, w.Path, channels, w.PrevSeq)
-	grants := w.Grants
-	if w.Deleted {
-		grants = nil
-	}
-	headSQL := sqlSaveHead
-	if !found {
-		// Two writers may create the same document at once: there was no
-		// row to lock, so the primary key decides (see below).
-		headSQL = sqlNewHead
-	}
-	b.Queue(headSQL, w.AppID, w.DB, w.ID, w.Rev, w.Deleted, bodyText, bodyJSON, t, channels, len(grants) > 0)
-	changed := false
-	if (hadGrants || len(grants) > 0) && !sameGrants(old, grants) {
-		queueGrants(b, w, old, grants, &changed)
-	}
-	if ev := w.Event; ev != nil {
-		b.Queue(sqlAddEvent, w.AppID, ev.Depth, ev.NextAt.UnixNano())
-	}
+	queueLedger(rt2, app, n, batch, accepted)
+	queueHeads(rt2, app, n, batch, accepted, keys, states)
+	rt2.QueuedQueries = append(rt2.QueuedQueries, b.QueuedQueries...)
+	queueEvents(rt2, app, n, batch, accepted)
 	committed := false
-	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
+	rt2.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
 		if ct.String() != "COMMIT" {
-			return fmt.Errorf("commit of %s/%s ended in %s", w.DB, w.ID, ct)
+			return fmt.Errorf("commit of %d writes ended in %s", n, ct)
 		}
 		committed = true
 		return nil
 	})
 	// The announcement runs after COMMIT, in its own transaction: it is
-	// sent only once the write is durable, and it does not hold
+	// sent only once the writes are durable, and it does not hold
 	// PostgreSQL's cluster-wide NOTIFY lock across the WAL flush, which
 	// would serialise every commit of every app.
-	b.Queue(sqlNotify, w.AppID)
-	// Once the batch is sent the write may commit: wait for the answer
-	// even if ctx ends, so a committed write is never reported failed.
-	err := c.SendBatch(context.WithoutCancel(ctx), b).Close()
-	if err != nil && !committed && seq > 0 && !c.IsClosed() && c.PgConn().TxStatus() == 'I' {
+	rt2.Queue(sqlNotify, app)
+	// Once sent the batch may commit: wait for the answer whatever
+	// happens to the callers.
+	err = c.SendBatch(ctx, rt2).Close()
+	if err != nil && !committed && last > 0 && !c.IsClosed() && c.PgConn().TxStatus() == 'I' {
 		// The pipeline stopped reading early, but the transaction ended
 		// without failing: only COMMIT ends it so.
 		committed = true
 	}
 	if err != nil && !committed {
+		// A failed statement aborts the transaction, which then cannot
+		// commit; a lost connection leaves the outcome unknown.
+		aborted := !c.IsClosed() && c.PgConn().TxStatus() == 'E'
 		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == uniqueViolation && pe.ConstraintName == "docs_pkey" {
-			return 0, store.ErrHeadMoved // another writer created the document first
+		if aborted && errors.As(err, &pe) && pe.Code == uniqueViolation && pe.ConstraintName == "docs_pkey" {
+			return true, errNewDocRace
 		}
-		return 0, err
+		return aborted, err
 	}
 	// A lost announcement only delays other nodes until their next poll.
-	if !knownDB {
+	for _, k := range newDBs {
 		s.dbs.Store(k, struct{}{})
 	}
-	w.GrantsChanged = changed
-	return seq, nil
+	for j, i := range accepted {
+		batch[i].w.GrantsChanged = changed[i]
+		results[i] = commitRes{seq: last - n + int64(j) + 1}
+	}
+	return false, nil
+}
+
+// queueLedger adds the ledger rows of the accepted writes, in one
+// statement; the j-th accepted write takes the batch's j-th seq.
+func queueLedger(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int) {
+	m := len(accepted)
+	var (
+		dbs, ids, revs, users, devices, handlers, paths = make([]string, m), make([]string, m), make([]string, m),
+			make([]string, m), make([]string, m), make([]string, m), make([]string, m)
+		deleted        = make([]bool, m)
+		bodies, chans  = make([]*string, m), make([]*string, m)
+		times, prevSeq = make([]int64, m), make([]int64, m)
+		places         = make([]int64, m)
+	)
+	for j, i := range accepted {
+		w := batch[i].w
+		dbs[j], ids[j], revs[j], deleted[j] = w.DB, w.ID, w.Rev, w.Deleted
+		if !w.Deleted {
+			t := string(w.Body)
+			bodies[j] = &t
+		}
+		times[j] = w.Time.UnixNano()
+		users[j], devices[j], handlers[j], paths[j] = w.Writer.User, w.Writer.Device, w.Writer.Handler, w.Path
+		chans[j], prevSeq[j], places[j] = channelsJSON(w.Channels), w.PrevSeq, int64(j)+1
+	}
+	b.Queue(sqlLedger, app, n, dbs, ids, revs, deleted, bodies, times, users, devices, handlers, paths, chans, prevSeq, places)
+}
+
+// queueHeads moves each document written to its last accepted write:
+// an update of the heads that exist, an insert of the others.
+func queueHeads(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int, keys []docKey, states map[docKey]*docState) {
+	type heads struct {
+		dbs, ids, revs       []string
+		deleted, hasGrants   []bool
+		texts, bodies, chans []*string
+		seqOffsets, times    []int64
+	}
+	var upd, ins heads
+	for _, k := range keys {
+		st := states[k]
+		if st.last < 0 {
+			continue
+		}
+		h := &upd
+		if !st.found {
+			h = &ins
+		}
+		w := batch[accepted[st.last]].w
+		var text, body *string
+		if !w.Deleted {
+			t, j := string(w.Body), jsonbText(w.Body)
+			text, body = &t, &j
+		}
+		h.dbs, h.ids, h.revs = append(h.dbs, k.db), append(h.ids, k.id), append(h.revs, w.Rev)
+		h.deleted, h.hasGrants = append(h.deleted, w.Deleted), append(h.hasGrants, st.hasGrants)
+		h.texts, h.bodies, h.chans = append(h.texts, text), append(h.bodies, body), append(h.chans, channelsJSON(w.Channels))
+		h.seqOffsets, h.times = append(h.seqOffsets, int64(st.last)+1), append(h.times, w.Time.UnixNano())
+	}
+	for _, q := range []struct {
+		sql string
+		h   *heads
+	}{{sqlSaveHeads, &upd}, {sqlNewHeads, &ins}} {
+		if h := q.h; len(h.dbs) > 0 {
+			b.Queue(q.sql, app, n, h.dbs, h.ids, h.revs, h.deleted, h.texts, h.bodies, h.seqOffsets, h.times, h.chans, h.hasGrants)
+		}
+	}
+}
+
+// queueEvents adds the outbox rows of the accepted writes that have one.
+func queueEvents(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int) {
+	var offsets, nextAt []int64
+	var depths []int32
+	for j, i := range accepted {
+		if ev := batch[i].w.Event; ev != nil {
+			offsets = append(offsets, int64(j)+1)
+			depths = append(depths, int32(ev.Depth))
+			nextAt = append(nextAt, ev.NextAt.UnixNano())
+		}
+	}
+	if len(offsets) > 0 {
+		b.Queue(sqlAddEvents, app, n, offsets, depths, nextAt)
+	}
 }
 
 // queueGrants swaps the document's grants for new ones in grants and
