@@ -128,8 +128,19 @@ func (e *Engine) AuthenticateDevice(ctx context.Context, cred, method, target st
 	if err := s.Verify(d.PublicKey, method, target, body, now); err != nil {
 		return Actor{}, errs.New(errs.Unauthorized, "%v", err)
 	}
+	replayed := errs.New(errs.Unauthorized, "this signed request was already used; sign each request anew")
 	if !e.replays.Fresh(s.NonceKey(), now) {
-		return Actor{}, errs.New(errs.Unauthorized, "this signed request was already used; sign each request anew")
+		return Actor{}, replayed
+	}
+	// Other nodes may have seen it: the store keeps the tokens they used.
+	if nk, ok := e.st.(store.NonceKeeper); ok {
+		fresh, err := nk.UseNonce(ctx, s.NonceKey(), now, now.Add(2*auth.TokenLifetime))
+		if err != nil {
+			return Actor{}, internal(err)
+		}
+		if !fresh {
+			return Actor{}, replayed
+		}
 	}
 	u, err := e.st.User(ctx, d.User)
 	if err != nil {

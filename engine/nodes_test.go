@@ -451,3 +451,42 @@ func TestNodesFeedAcrossNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestNodesAcceptASignedRequestOnce: a device-signed request used on one
+// node is refused by every other, as one node refuses it the second time.
+func TestNodesAcceptASignedRequestOnce(t *testing.T) {
+	dbURL := pgtest.Fresh(t, 8)
+	a, b := newNode(t, dbURL), newNode(t, dbURL)
+	ctx := context.Background()
+	tok, err := a.Bootstrap(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := a.Authenticate(ctx, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AddUser(ctx, admin, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	k, err := auth.NewDeviceKey("alice", "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AddDevice(ctx, engine.Actor{User: "alice"}, "laptop", k.Public(), ""); err != nil {
+		t.Fatal(err)
+	}
+	cred := strings.TrimPrefix(k.Sign("GET", "/v1/apps", nil, time.Now()), auth.SchemeDevice+" ")
+	if _, err := a.AuthenticateDevice(ctx, cred, "GET", "/v1/apps", nil); err != nil {
+		t.Fatalf("A refuses a fresh signed request: %v", err)
+	}
+	for name, e := range map[string]*engine.Engine{"A": a, "B": b} {
+		if _, err := e.AuthenticateDevice(ctx, cred, "GET", "/v1/apps", nil); !errs.Is(err, errs.Unauthorized) {
+			t.Errorf("%s accepts a signed request used on A: %v", name, err)
+		}
+	}
+	fresh := strings.TrimPrefix(k.Sign("GET", "/v1/apps", nil, time.Now()), auth.SchemeDevice+" ")
+	if _, err := b.AuthenticateDevice(ctx, fresh, "GET", "/v1/apps", nil); err != nil {
+		t.Fatalf("B refuses a newly signed request: %v", err)
+	}
+}

@@ -147,6 +147,15 @@ type AppWatcher interface {
 	WatchApps(fn func(appID int64))
 }
 
+// NonceKeeper is a Store shared by several nodes that remembers the
+// tokens of signed requests across them, so a request signed once is
+// accepted once by the whole cluster, not once per node.
+type NonceKeeper interface {
+	// UseNonce records key until expires and reports whether it was
+	// unused (never seen, or seen with an expiry before now).
+	UseNonce(ctx context.Context, key string, now, expires time.Time) (fresh bool, err error)
+}
+
 // Code keeps the numbered versions of each app's code. One version is
 // active; deploying adds a version and activates it, a rollback activates
 // an older one.

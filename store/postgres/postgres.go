@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -50,6 +51,8 @@ type Store struct {
 
 	watch   *watcher
 	commits committer
+	// noncesSwept is when this node last deleted expired nonces (ns).
+	noncesSwept atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -59,6 +62,7 @@ var (
 	_ store.Store        = (*Store)(nil)
 	_ store.GrantWatcher = (*Store)(nil)
 	_ store.AppWatcher   = (*Store)(nil)
+	_ store.NonceKeeper  = (*Store)(nil)
 )
 
 type dbKey struct {

@@ -267,6 +267,14 @@ var migrations = []string{
 	// leased: the free events in seq order, and the leases by their end.
 	`CREATE INDEX events_free ON events (app_id, seq) WHERE NOT dead AND lease_until = 0;
 	CREATE INDEX events_lease_end ON events (app_id, lease_until) WHERE NOT dead AND lease_until > 0;`,
+
+	// 4: tokens of signed device requests, so one is accepted once across
+	// every node (store.NonceKeeper).
+	`CREATE TABLE nonces (
+		key     text PRIMARY KEY,
+		expires int8 NOT NULL
+	);
+	CREATE INDEX nonces_by_expiry ON nonces (expires);`,
 }
 
 // migrateLock is the advisory lock key that serialises migrations, so
