@@ -87,7 +87,9 @@ func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 		}
 		evs, err := e.st.ClaimEvents(ctx, ar.id, e.clock.Now(), batchSize, lease)
 		if err != nil {
-			e.log.Error("claiming onChange events", "app", ar.ref, "err", err)
+			if ctx.Err() == nil { // not just the server stopping
+				e.log.Error("claiming onChange events", "app", ar.ref, "err", err)
+			}
 			return false
 		}
 		if len(evs) == 0 {
