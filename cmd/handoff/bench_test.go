@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -69,7 +70,15 @@ func TestBenchJobsUsage(t *testing.T) {
 // afterwards.
 func TestBenchJobsPostgres(t *testing.T) {
 	base := pgtest.Need(t)
-	stdout, stderr, code := runIn(t, map[string]string{"HANDOFF_POSTGRES": base}, "", "bench", "jobs", "--jobs", "50", "--concurrency", "4")
+	serveURL := base
+	if u, err := url.Parse(base); err == nil && u.Scheme != "" {
+		// A URL as serve takes it, pool settings included.
+		q := u.Query()
+		q.Set("pool_max_conns", "8")
+		u.RawQuery = q.Encode()
+		serveURL = u.String()
+	}
+	stdout, stderr, code := runIn(t, map[string]string{"HANDOFF_POSTGRES": serveURL}, "", "bench", "jobs", "--jobs", "50", "--concurrency", "4")
 	if code != 0 {
 		t.Fatalf("bench jobs on PostgreSQL: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}

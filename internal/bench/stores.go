@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/postgres"
@@ -79,7 +80,13 @@ func freshPostgres(ctx context.Context, base string) (string, func(), error) {
 	_, _ = rand.Read(b[:])
 	name := "handoff_bench_" + hex.EncodeToString(b[:])
 	admin := func(ctx context.Context, sql string) error {
-		conn, err := pgx.Connect(ctx, base)
+		// Through the pool's parser, which takes the pool_* settings a
+		// serve URL may carry out of what the server is sent.
+		cfg, err := pgxpool.ParseConfig(base)
+		if err != nil {
+			return err
+		}
+		conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
 		if err != nil {
 			return err
 		}
