@@ -54,6 +54,28 @@ func newNode(t *testing.T, dbURL string) *engine.Engine {
 	return e
 }
 
+// twoNodes starts two engines on one fresh PostgreSQL database, with the
+// admin and the given users made through the first.
+func twoNodes(t *testing.T, users ...string) (a, b *engine.Engine, admin engine.Actor) {
+	t.Helper()
+	dbURL := pgtest.Fresh(t, 8)
+	a, b = newNode(t, dbURL), newNode(t, dbURL)
+	ctx := context.Background()
+	tok, err := a.Bootstrap(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if admin, err = a.Authenticate(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range users {
+		if _, err := a.AddUser(ctx, admin, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, b, admin
+}
+
 // eventually polls cond until it returns nil, or fails the test with its
 // last error after the deadline.
 func eventually(t *testing.T, what string, cond func() error) {
@@ -78,22 +100,8 @@ func eventually(t *testing.T, what string, cond func() error) {
 // the new secrets and answers with the new permissions, as one node on
 // the embedded store does.
 func TestNodesSeeEachOthersChanges(t *testing.T) {
-	dbURL := pgtest.Fresh(t, 8)
-	a, b := newNode(t, dbURL), newNode(t, dbURL)
+	a, b, admin := twoNodes(t, "alice", "bob", "carol")
 	ctx := context.Background()
-	tok, err := a.Bootstrap(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := a.Authenticate(ctx, tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range []string{"alice", "bob", "carol"} {
-		if _, err := a.AddUser(ctx, admin, u); err != nil {
-			t.Fatal(err)
-		}
-	}
 	alice, bob, carol, anon := engine.Actor{User: "alice"}, engine.Actor{User: "bob"}, engine.Actor{User: "carol"}, engine.Actor{}
 	const app = "alice/app"
 	if _, err := a.CreateApp(ctx, admin, app, false); err != nil {
@@ -357,22 +365,8 @@ export async function scheduled(event, ctx) {
 // sees every commit made on node A, once, in commit order, and only what
 // it may read.
 func TestNodesFeedAcrossNodes(t *testing.T) {
-	dbURL := pgtest.Fresh(t, 8)
-	a, b := newNode(t, dbURL), newNode(t, dbURL)
+	a, b, admin := twoNodes(t, "alice", "carol")
 	ctx := context.Background()
-	tok, err := a.Bootstrap(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := a.Authenticate(ctx, tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range []string{"alice", "carol"} {
-		if _, err := a.AddUser(ctx, admin, u); err != nil {
-			t.Fatal(err)
-		}
-	}
 	alice, carol := engine.Actor{User: "alice"}, engine.Actor{User: "carol"}
 	const app = "alice/feed"
 	if _, err := a.CreateApp(ctx, admin, app, false); err != nil {
@@ -455,20 +449,8 @@ func TestNodesFeedAcrossNodes(t *testing.T) {
 // TestNodesAcceptASignedRequestOnce: a device-signed request used on one
 // node is refused by every other, as one node refuses it the second time.
 func TestNodesAcceptASignedRequestOnce(t *testing.T) {
-	dbURL := pgtest.Fresh(t, 8)
-	a, b := newNode(t, dbURL), newNode(t, dbURL)
+	a, b, _ := twoNodes(t, "alice")
 	ctx := context.Background()
-	tok, err := a.Bootstrap(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := a.Authenticate(ctx, tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.AddUser(ctx, admin, "alice"); err != nil {
-		t.Fatal(err)
-	}
 	k, err := auth.NewDeviceKey("alice", "laptop")
 	if err != nil {
 		t.Fatal(err)
