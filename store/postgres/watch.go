@@ -99,13 +99,8 @@ func (w *watcher) committed(app, seq int64, grantsChanged bool) {
 	w.seenLocked(app, seq)
 }
 
-// seen tells the callbacks of app's seq, unless they heard of it already.
-func (w *watcher) seen(app, seq int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.seenLocked(app, seq)
-}
-
+// seenLocked tells the callbacks of app's seq, unless they heard of it
+// already.
 func (w *watcher) seenLocked(app, seq int64) {
 	m := w.last[app]
 	if seq <= m.seq {
