@@ -56,6 +56,18 @@ func (e *env) emit(app int64, id, body string, at time.Time) (*store.Write, int6
 	return w, e.commit(w)
 }
 
+// emitN commits n documents j0…j{n-1} with events due at at, and
+// returns their seqs.
+func (e *env) emitN(app int64, n int, at time.Time) []int64 {
+	e.t.Helper()
+	var ss []int64
+	for i := range n {
+		_, s := e.emit(app, fmt.Sprint("j", i), `{}`, at)
+		ss = append(ss, s)
+	}
+	return ss
+}
+
 func (e *env) claimFor(app int64, now time.Time, limit int, d time.Duration) []store.Event {
 	e.t.Helper()
 	evs, err := e.st.ClaimEvents(e.ctx, app, now, limit, d)
@@ -394,11 +406,7 @@ func testEventsClaimOrder(t *testing.T, e *env) {
 func testEventsLeases(t *testing.T, e *env) {
 	app := e.app("alice", "jobs")
 	t0 := e.clk.Now()
-	var ss []int64
-	for i := range 3 {
-		_, s := e.emit(app, fmt.Sprint("j", i), `{}`, t0)
-		ss = append(ss, s)
-	}
+	ss := e.emitN(app, 3, t0)
 	e.wantClaim(app, t0, 10, ss...)
 	e.wantClaim(app, t0.Add(lease-time.Nanosecond), 10)
 	// Leased events are still waiting: listed, not dead.
@@ -476,11 +484,7 @@ func testEventsConcurrentClaims(t *testing.T, e *env) {
 func testEventsAck(t *testing.T, e *env) {
 	app := e.app("alice", "jobs")
 	t0 := e.clk.Now()
-	var ss []int64
-	for i := range 3 {
-		_, s := e.emit(app, fmt.Sprint("j", i), `{}`, t0)
-		ss = append(ss, s)
-	}
+	ss := e.emitN(app, 3, t0)
 	e.wantClaim(app, t0, 10, ss...)
 	e.settle(app, ss[1], store.Settlement{Ack: true})
 	e.waitGone(app, ss[1])
@@ -594,11 +598,7 @@ func testEventsDead(t *testing.T, e *env) {
 func testEventsSettledStaySettled(t *testing.T, e *env) {
 	app := e.app("alice", "jobs")
 	t0 := e.clk.Now()
-	var ss []int64
-	for i := range 3 {
-		_, s := e.emit(app, fmt.Sprint("j", i), `{}`, t0)
-		ss = append(ss, s)
-	}
+	ss := e.emitN(app, 3, t0)
 	e.wantClaim(app, t0, 1, ss[0])
 	retry := store.Settlement{Attempts: 1, NextAt: t0.Add(5 * time.Second), LastError: "later"}
 	e.settle(app, ss[0], retry)
