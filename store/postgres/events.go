@@ -93,23 +93,23 @@ func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool,
 	return fromNanos(at), true, nil
 }
 
-// SettleEvent runs at once; its transaction does not wait for the WAL
-// flush (the contract lets a settlement become durable after it returns:
-// lost in a crash, it costs one more delivery once the lease runs out).
+// SettleEvent does not wait for the WAL flush (the contract lets a
+// settlement become durable after it returns: lost in a crash, it costs
+// one more delivery once the lease runs out). Acks share transactions;
+// see settle.go.
 // A retry or a death is recorded only while this node still holds the
 // lease: after it ran out and another node took the event, that node's
 // outcome counts.
 func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Settlement) error {
+	if st.Ack {
+		return s.ack(ctx, appID, seq)
+	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue("SET LOCAL synchronous_commit = off")
-	if st.Ack {
-		b.Queue(`DELETE FROM events WHERE app_id = $1 AND seq = $2`, appID, seq)
-	} else {
-		b.Queue(`UPDATE events SET attempts = $3, next_at = $4, dead = $5, last_error = $6, lease_until = 0, lease_owner = ''
-			WHERE app_id = $1 AND seq = $2 AND lease_owner IN ($7, '')`,
-			appID, seq, st.Attempts, st.NextAt.UnixNano(), st.Dead, pgText(st.LastError), s.node)
-	}
+	b.Queue(`UPDATE events SET attempts = $3, next_at = $4, dead = $5, last_error = $6, lease_until = 0, lease_owner = ''
+		WHERE app_id = $1 AND seq = $2 AND lease_owner IN ($7, '')`,
+		appID, seq, st.Attempts, st.NextAt.UnixNano(), st.Dead, pgText(st.LastError), s.node)
 	b.Queue("COMMIT")
 	return s.pool.SendBatch(ctx, b).Close()
 }

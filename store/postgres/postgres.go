@@ -51,6 +51,7 @@ type Store struct {
 
 	watch   *watcher
 	commits committer
+	acks    acker
 	// noncesSwept is when this node last deleted expired nonces (ns).
 	noncesSwept atomic.Int64
 
@@ -140,6 +141,7 @@ func (s *Store) Node() string { return s.node }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closeCommits()
+		s.closeAcks()
 		s.watch.stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

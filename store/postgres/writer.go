@@ -528,7 +528,9 @@ func queueGrants(b *pgx.Batch, w *store.Write, old, grants []store.Grant, change
 		})
 		b.Queue(sqlCountDown, w.AppID, g.Kind, g.Principal, g.Channel)
 	}
-	b.Queue(sqlDropGrants, w.AppID, w.DB, w.ID)
+	if len(old) > 0 {
+		b.Queue(sqlDropGrants, w.AppID, w.DB, w.ID)
+	}
 	for _, g := range grants {
 		b.Queue(sqlAddGrant, w.AppID, w.DB, w.ID, g.Kind, g.Principal, g.Channel)
 		b.Queue(sqlCountUp, w.AppID, g.Kind, g.Principal, g.Channel).QueryRow(func(row pgx.Row) error {

@@ -52,7 +52,7 @@ func Open(dir string) (*Store, error) {
 	}
 	path := filepath.Join(dir, FileName)
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)" +
-		"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(ON)&_txlock=immediate"
+		"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(ON)&_pragma=cache_size(-65536)&_txlock=immediate"
 	wdb, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
