@@ -472,3 +472,81 @@ func TestNodesAcceptASignedRequestOnce(t *testing.T) {
 		t.Fatalf("B refuses a newly signed request: %v", err)
 	}
 }
+
+// TestNodesWriteOnStaleHeads: a node remembers the heads it wrote and
+// decides its next writes on them without reading, but another node may
+// have moved them since. Whatever the stale head would have decided (an
+// ifRev conflict, an existing document, not found, a refusal by
+// access.js, or a plain update on an old base), the write is decided on
+// the real head, as on one node.
+func TestNodesWriteOnStaleHeads(t *testing.T) {
+	a, b, admin := twoNodes(t, "alice")
+	ctx := context.Background()
+	alice := engine.Actor{User: "alice"}
+	const app = "alice/app"
+	if _, err := a.CreateApp(ctx, admin, app, false); err != nil {
+		t.Fatal(err)
+	}
+	// A locked document can only be deleted.
+	if _, err := a.Deploy(ctx, alice, app, `export function d(doc, was) {
+	if (!doc._deleted && was && was.locked) throw { forbidden: "locked" };
+	return { channels: ["c"] };
+}`, ""); err != nil {
+		t.Fatal(err)
+	}
+	put := func(e *engine.Engine, body string, o engine.PutOptions) (engine.WriteResult, error) {
+		return e.Put(ctx, alice, app, "d", "x", []byte(body), o)
+	}
+	mustPut := func(e *engine.Engine, body string, o engine.PutOptions) engine.WriteResult {
+		t.Helper()
+		r, err := put(e, body, o)
+		if err != nil {
+			t.Fatalf("put %s: %v", body, err)
+		}
+		return r
+	}
+	r1 := mustPut(a, `{"n":1}`, engine.PutOptions{})
+	r2 := mustPut(b, `{"n":2}`, engine.PutOptions{IfRev: r1.Rev})
+	// A last wrote r1; the real head is r2.
+	r3 := mustPut(a, `{"n":3}`, engine.PutOptions{IfRev: r2.Rev})
+	if _, err := put(a, `{"n":0}`, engine.PutOptions{IfRev: r2.Rev}); errs.CodeOf(err) != errs.Conflict {
+		t.Fatalf("put on the stale ifRev %s = %v, want conflict", r2.Rev, err)
+	}
+	if _, err := b.Delete(ctx, alice, app, "d", "x", r3.Rev); err != nil {
+		t.Fatal(err)
+	}
+	// A last wrote r3, live; the document is deleted.
+	r5 := mustPut(a, `{"n":5}`, engine.PutOptions{IfAbsent: true})
+	if r5.Existing || !strings.HasPrefix(r5.Rev, "5-") {
+		t.Fatalf("ifAbsent put after another node's delete = %+v, want a new rev 5-…", r5)
+	}
+	r6 := mustPut(b, `{"n":6}`, engine.PutOptions{})
+	// A last wrote r5; an update without ifRev goes on top of r6.
+	r7 := mustPut(a, `{"n":7}`, engine.PutOptions{})
+	if !strings.HasPrefix(r7.Rev, "7-") || r7.Seq != r6.Seq+1 {
+		t.Fatalf("update after another node's = %+v, want rev 7-… at seq %d", r7, r6.Seq+1)
+	}
+	if _, err := b.Delete(ctx, alice, app, "d", "x", ""); err != nil {
+		t.Fatal(err)
+	}
+	// A last wrote r7, live; the document is deleted.
+	if _, err := a.Delete(ctx, alice, app, "d", "x", ""); errs.CodeOf(err) != errs.NotFound {
+		t.Fatalf("delete of a document another node deleted = %v, want not_found", err)
+	}
+	r9 := mustPut(a, `{"locked":true}`, engine.PutOptions{})
+	if _, err := put(a, `{"n":10}`, engine.PutOptions{}); errs.CodeOf(err) != errs.Forbidden {
+		t.Fatalf("put on a locked document = %v, want forbidden", err)
+	}
+	if _, err := b.Delete(ctx, alice, app, "d", "x", r9.Rev); err != nil {
+		t.Fatal(err)
+	}
+	// A last wrote r9, locked; the document is deleted, so A may write it.
+	mustPut(a, `{"n":11}`, engine.PutOptions{})
+	hist, err := b.History(ctx, alice, app, "d", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 11 {
+		t.Fatalf("history has %d revisions, want 11: %+v", len(hist), hist)
+	}
+}

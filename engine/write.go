@@ -87,71 +87,101 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 			return WriteResult{}, err
 		}
 	}
+	hints, _ := e.st.(store.HeadHinter)
 	for range maxHeadRetries {
-		head, err := e.st.Get(ctx, app.ID, db, id)
-		if err != nil {
-			return WriteResult{}, internal(err)
+		// A hint saves the read, but it may be stale: the commit checks
+		// it, and a refusal stands only once a fresh read agrees.
+		var head *store.Doc
+		hinted := false
+		if hints != nil {
+			head = hints.HeadHint(app.ID, db, id)
+			hinted = head != nil
+			hints = nil
 		}
-		live := head != nil && !head.Deleted
-		if o.IfRev != "" {
-			switch {
-			case head == nil:
-				return WriteResult{}, errs.New(errs.Conflict, "document %q does not exist, so ifRev %s cannot match; put it without ifRev to create it", id, o.IfRev)
-			case head.Deleted:
-				return WriteResult{}, errs.New(errs.Conflict, "document %q was deleted at rev %s; read it again before writing", id, head.Rev)
-			case head.Rev != o.IfRev:
-				return WriteResult{}, errs.New(errs.Conflict, "document %q is at rev %s, not %s; read it again and retry with the new rev", id, head.Rev, o.IfRev)
+		if !hinted {
+			var err error
+			if head, err = e.st.Get(ctx, app.ID, db, id); err != nil {
+				return WriteResult{}, internal(err)
 			}
 		}
-		if deleted && !live {
-			return WriteResult{}, errs.New(errs.NotFound, "document %q not found in database %q", id, db)
-		}
-		if o.IfAbsent && live {
-			return WriteResult{ID: id, Rev: head.Rev, Existing: true}, nil
-		}
-		w := &store.Write{
-			AppID: app.ID, DB: db, ID: id,
-			Deleted: deleted, Body: body,
-			Writer: a.writer(), Path: a.path(), Time: e.clock.Now(),
-		}
-		if head != nil {
-			w.BaseRev, w.PrevSeq = head.Rev, head.Seq
-		}
-		if gate != nil {
-			// The decision is made against this head; the commit below
-			// happens only if the head is still this one.
-			dec, err := gate.Check(ctx, e.accessInput(ctx, a, app, db, id, deleted, body, head, live))
-			if err != nil {
-				return WriteResult{}, err
+		res, done, err := e.writeAt(ctx, a, app, gate, db, id, deleted, body, o, head)
+		if hinted && (err != nil || res.Existing) {
+			fresh, gerr := e.st.Get(ctx, app.ID, db, id)
+			if gerr != nil {
+				return WriteResult{}, internal(gerr)
 			}
-			w.Channels, w.Grants = dec.Channels, dec.Grants
-			if w.Channels == nil {
-				w.Channels = []string{}
-			}
-			if deleted {
-				// Whoever could read the document sees it go.
-				w.Channels, w.Grants = head.Channels, nil
+			if fresh == nil || fresh.Rev != head.Rev {
+				continue
 			}
 		}
-		w.Rev = nextRev(w.BaseRev, deleted, body)
-		w.Event = e.eventFor(a, app, w)
-		seq, err := e.st.Commit(ctx, w)
-		if errors.Is(err, store.ErrHeadMoved) {
-			continue
+		if done || err != nil {
+			return res, err
 		}
-		if err != nil {
-			return WriteResult{}, internal(err)
-		}
-		if w.GrantsChanged {
-			app.grants.clear()
-		}
-		e.activity.Add(1)
-		if w.Event != nil {
-			e.runner.poke(app)
-		}
-		return WriteResult{ID: id, Rev: w.Rev, Seq: seq}, nil
 	}
 	return WriteResult{}, errs.New(errs.Unavailable, "document %q changed %d times while this write tried to commit; retry later", id, maxHeadRetries)
+}
+
+// writeAt decides a write against head and commits it if head is still
+// the document's head. done is false when it was not: decide again.
+func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate AccessFunc, db, id string, deleted bool, body []byte, o PutOptions, head *store.Doc) (res WriteResult, done bool, err error) {
+	live := head != nil && !head.Deleted
+	if o.IfRev != "" {
+		switch {
+		case head == nil:
+			return res, true, errs.New(errs.Conflict, "document %q does not exist, so ifRev %s cannot match; put it without ifRev to create it", id, o.IfRev)
+		case head.Deleted:
+			return res, true, errs.New(errs.Conflict, "document %q was deleted at rev %s; read it again before writing", id, head.Rev)
+		case head.Rev != o.IfRev:
+			return res, true, errs.New(errs.Conflict, "document %q is at rev %s, not %s; read it again and retry with the new rev", id, head.Rev, o.IfRev)
+		}
+	}
+	if deleted && !live {
+		return res, true, errs.New(errs.NotFound, "document %q not found in database %q", id, db)
+	}
+	if o.IfAbsent && live {
+		return WriteResult{ID: id, Rev: head.Rev, Existing: true}, true, nil
+	}
+	w := &store.Write{
+		AppID: app.ID, DB: db, ID: id,
+		Deleted: deleted, Body: body,
+		Writer: a.writer(), Path: a.path(), Time: e.clock.Now(),
+	}
+	if head != nil {
+		w.BaseRev, w.PrevSeq = head.Rev, head.Seq
+	}
+	if gate != nil {
+		// The decision is made against this head; the commit below
+		// happens only if the head is still this one.
+		dec, err := gate.Check(ctx, e.accessInput(ctx, a, app, db, id, deleted, body, head, live))
+		if err != nil {
+			return res, true, err
+		}
+		w.Channels, w.Grants = dec.Channels, dec.Grants
+		if w.Channels == nil {
+			w.Channels = []string{}
+		}
+		if deleted {
+			// Whoever could read the document sees it go.
+			w.Channels, w.Grants = head.Channels, nil
+		}
+	}
+	w.Rev = nextRev(w.BaseRev, deleted, body)
+	w.Event = e.eventFor(a, app, w)
+	seq, err := e.st.Commit(ctx, w)
+	if errors.Is(err, store.ErrHeadMoved) {
+		return res, false, nil
+	}
+	if err != nil {
+		return res, true, internal(err)
+	}
+	if w.GrantsChanged {
+		app.grants.clear()
+	}
+	e.activity.Add(1)
+	if w.Event != nil {
+		e.runner.poke(app)
+	}
+	return WriteResult{ID: id, Rev: w.Rev, Seq: seq}, true, nil
 }
 
 func (e *Engine) accessInput(ctx context.Context, a Actor, app *appState, db, id string, deleted bool, body []byte, head *store.Doc, live bool) AccessInput {

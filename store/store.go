@@ -156,6 +156,17 @@ type NonceKeeper interface {
 	UseNonce(ctx context.Context, key string, now, expires time.Time) (fresh bool, err error)
 }
 
+// HeadHinter is a Store whose Get costs a round trip, that can name
+// without one the head a write will most likely find: one this process
+// committed or read lately. A hint may be stale, since another node may
+// have written since. Commit checks BaseRev against the real head, so a
+// write decided on a stale hint gets ErrHeadMoved; callers must not take
+// any other decision (a conflict, a refusal) from a hint alone. The Doc
+// is shared: callers must not modify it.
+type HeadHinter interface {
+	HeadHint(appID int64, db, id string) *Doc
+}
+
 // Code keeps the numbered versions of each app's code. One version is
 // active; deploying adds a version and activates it, a rollback activates
 // an older one.

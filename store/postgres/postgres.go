@@ -52,6 +52,7 @@ type Store struct {
 	watch   *watcher
 	commits committer
 	acks    acker
+	hints   hints
 	// noncesSwept is when this node last deleted expired nonces (ns).
 	noncesSwept atomic.Int64
 
@@ -64,6 +65,7 @@ var (
 	_ store.GrantWatcher = (*Store)(nil)
 	_ store.AppWatcher   = (*Store)(nil)
 	_ store.NonceKeeper  = (*Store)(nil)
+	_ store.HeadHinter   = (*Store)(nil)
 )
 
 type dbKey struct {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,7 +18,9 @@ func (s *Store) Get(ctx context.Context, appID int64, db, id string) (*store.Doc
 	var t int64
 	err := s.pool.QueryRow(ctx, `SELECT rev, deleted, body_text, seq, time, channels, has_grants FROM docs WHERE app_id = $1 AND db = $2 AND id = $3`,
 		appID, db, id).Scan(&d.Rev, &d.Deleted, &body, &d.Seq, &t, &ch, &d.HasGrants)
+	k := hintKey{appID, db, id}
 	if noRows(err) {
+		s.hints.drop(k)
 		return nil, nil
 	}
 	if err != nil {
@@ -28,7 +31,11 @@ func (s *Store) Get(ctx context.Context, appID int64, db, id string) (*store.Doc
 	}
 	d.Time = fromNanos(t)
 	d.Channels = parseChannels(ch)
-	return &d, nil
+	s.hints.put(k, &d)
+	// The hint is shared: the caller gets its own copy.
+	c := d
+	c.Body, c.Channels = slices.Clone(d.Body), slices.Clone(d.Channels)
+	return &c, nil
 }
 
 func (s *Store) History(ctx context.Context, appID int64, db, id string) ([]store.Revision, error) {

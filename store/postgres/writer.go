@@ -365,6 +365,9 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 		st.grants, st.hasGrants = grants, len(grants) > 0
 	}
 	if len(accepted) == 0 {
+		for _, k := range keys {
+			s.hints.drop(hintKey{app, k.db, k.id}) // their heads moved
+		}
 		return false, nil
 	}
 
@@ -429,6 +432,14 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 	for j, i := range accepted {
 		batch[i].w.GrantsChanged = changed[i]
 		results[i] = commitRes{seq: last - n + int64(j) + 1}
+	}
+	for _, k := range keys {
+		hk := hintKey{app, k.db, k.id}
+		if st := states[k]; st.last >= 0 {
+			s.hints.put(hk, committedHead(batch[accepted[st.last]].w, last-n+int64(st.last)+1, st.hasGrants))
+		} else {
+			s.hints.drop(hk) // every write to it was refused: its head moved
+		}
 	}
 	return false, nil
 }

@@ -1,0 +1,110 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/handoff-run/handoff/store"
+)
+
+// TestHeadHints: after each commit, the hint of every document it wrote
+// is what Get then reads (channels nil or empty, grants, tombstones, two
+// writes of one document in one batch); a refused write leaves no hint,
+// and a big document is not kept.
+func TestHeadHints(t *testing.T) {
+	st := openAt(t, freshDB(t))
+	defer st.Close()
+	ctx := context.Background()
+	app := newApp(t, st, "jobs")
+	same := func(id string) {
+		t.Helper()
+		got, err := st.Get(ctx, app, "jobs", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hint := st.HeadHint(app, "jobs", id); !reflect.DeepEqual(hint, got) {
+			t.Fatalf("hint of %s = %+v, Get = %+v", id, hint, got)
+		}
+	}
+	if h := st.HeadHint(app, "jobs", "a"); h != nil {
+		t.Fatalf("hint of a document never written = %+v", h)
+	}
+	w := doc(app, "a", "", "1-a", `{"n":1}`)
+	w.Channels = []string{}
+	if _, err := st.Commit(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	same("a")
+	w = doc(app, "a", "1-a", "2-b", `{"n":2}`)
+	w.Channels = []string{"c1", "c2"}
+	w.Grants = []store.Grant{{Kind: "public", Channel: "c1"}}
+	if _, err := st.Commit(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	same("a")
+	// Two writes of b in one batch: the hint is the second.
+	release := holdApp(t, st, app)
+	blocker := commitAsync(st, ctx, doc(app, "first", "", "1-a", `{}`))
+	waitUntil(t, 30*time.Second, "the first batch to wait for the app's row", func() bool { return lockWaiters(t, st) == 1 })
+	ps := commitInOrder(t, st, ctx, doc(app, "b", "", "1-a", `{"v":1}`), doc(app, "b", "1-a", "2-b", `{"v":2}`))
+	release()
+	wait(blocker)
+	wait(ps...)
+	if ps[1].err != nil {
+		t.Fatal(ps[1].err)
+	}
+	same("b")
+	if h := st.HeadHint(app, "jobs", "b"); h.Rev != "2-b" {
+		t.Fatalf("hint of b after two writes in a batch is at %s, want 2-b", h.Rev)
+	}
+	del := &store.Write{AppID: app, DB: "jobs", ID: "a", BaseRev: "2-b", Rev: "3-c", Deleted: true, Path: "http", Time: t0}
+	if _, err := st.Commit(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	same("a")
+	// A refused write: its hint goes, the next write reads.
+	if _, err := st.Commit(ctx, doc(app, "b", "1-a", "2-x", `{}`)); !errors.Is(err, store.ErrHeadMoved) {
+		t.Fatalf("commit on an old base = %v, want ErrHeadMoved", err)
+	}
+	if h := st.HeadHint(app, "jobs", "b"); h != nil {
+		t.Fatalf("hint after a refused write = %+v, want none", h)
+	}
+	same("b") // Get brings it back
+	big := `{"s":"` + strings.Repeat("x", maxHintBody) + `"}`
+	if _, err := st.Commit(ctx, doc(app, "b", "2-b", "3-c", big)); err != nil {
+		t.Fatal(err)
+	}
+	if h := st.HeadHint(app, "jobs", "b"); h != nil {
+		t.Fatalf("hint of a %d-byte document is kept", len(big))
+	}
+}
+
+// TestHintsBounded: the hints never hold more than their bounds, and a
+// hint is replaced only by a later head.
+func TestHintsBounded(t *testing.T) {
+	var h hints
+	body := []byte(strings.Repeat("x", 4096))
+	for i := range 3 * maxHints {
+		h.put(hintKey{1, "d", string(rune(i))}, &store.Doc{Rev: "1-a", Seq: int64(i), Body: body})
+		if len(h.m) > maxHints || h.bytes > maxHintBytes {
+			t.Fatalf("after %d puts: %d hints, %d bytes", i+1, len(h.m), h.bytes)
+		}
+	}
+	k := hintKey{2, "d", "x"}
+	h.put(k, &store.Doc{Rev: "2-b", Seq: 10})
+	h.put(k, &store.Doc{Rev: "1-a", Seq: 9})
+	if d := h.get(k); d.Rev != "2-b" {
+		t.Fatalf("an older head replaced a newer hint: %s", d.Rev)
+	}
+	total := 0
+	for kk, d := range h.m {
+		total += docBytes(kk, d)
+	}
+	if total != h.bytes {
+		t.Fatalf("bytes = %d, entries add up to %d", h.bytes, total)
+	}
+}
