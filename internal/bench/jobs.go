@@ -168,6 +168,15 @@ func (s *watchStore) Commit(ctx context.Context, w *store.Write) (int64, error) 
 	return seq, nil
 }
 
+// HeadHint passes the store's hints on, so the bench writes as serve
+// does; a store without them gives none.
+func (s *watchStore) HeadHint(appID int64, db, id string) *store.Doc {
+	if h, ok := s.Store.(store.HeadHinter); ok {
+		return h.HeadHint(appID, db, id)
+	}
+	return nil
+}
+
 func (s *watchStore) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
 	evs, err := s.Store.ClaimEvents(ctx, appID, now, limit, lease)
 	s.mu.Lock()
