@@ -15,6 +15,10 @@ import (
 // holds back only its own batch.
 const (
 	batchSize = 10
+	// maxClaimBatches bounds the batches one claim takes: a claim is a
+	// round trip to the store (a transaction on PostgreSQL), so free
+	// slots are filled by one claim, not one claim each.
+	maxClaimBatches = 10
 	// pollEvery is a safety net under the wake-ups: a missed signal costs
 	// at most this much delay, never a lost event.
 	pollEvery = 2 * time.Second
@@ -80,12 +84,12 @@ func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 	lease := time.Duration(batchSize)*cfg.Timeout + time.Minute
 	for {
 		ar.mu.Lock()
-		free := ar.inflight < cfg.Concurrency
+		slots := cfg.Concurrency - ar.inflight
 		ar.mu.Unlock()
-		if !free || ctx.Err() != nil {
-			return !free
+		if slots <= 0 || ctx.Err() != nil {
+			return slots <= 0
 		}
-		evs, err := e.st.ClaimEvents(ctx, ar.id, e.clock.Now(), batchSize, lease)
+		evs, err := e.st.ClaimEvents(ctx, ar.id, e.clock.Now(), min(slots, maxClaimBatches)*batchSize, lease)
 		if err != nil {
 			if ctx.Err() == nil { // not just the server stopping
 				e.log.Error("claiming onChange events", "app", ar.ref, "err", err)
@@ -95,26 +99,39 @@ func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 		if len(evs) == 0 {
 			return false
 		}
-		ar.mu.Lock()
-		ar.inflight++
-		ar.mu.Unlock()
-		ar.r.wg.Add(1)
-		go func() {
-			defer ar.r.wg.Done()
-			defer func() {
-				ar.mu.Lock()
-				ar.inflight--
-				ar.mu.Unlock()
-				signal(ar.wake)
-			}()
-			for _, ev := range evs {
-				if ctx.Err() != nil {
-					return // shutting down: the outbox keeps it for the next start
-				}
-				ar.deliverOne(app, be, ev)
-			}
-		}()
+		// In seq order, batchSize at a time: as if each batch had been
+		// claimed on its own, one after another.
+		for len(evs) > 0 {
+			n := min(batchSize, len(evs))
+			ar.run(app, be, evs[:n:n])
+			evs = evs[n:]
+		}
 	}
+}
+
+// run delivers one batch in a slot of its own, its events one after
+// another.
+func (ar *appRunner) run(app *appState, be Backend, evs []store.Event) {
+	ctx := ar.r.ctx
+	ar.mu.Lock()
+	ar.inflight++
+	ar.mu.Unlock()
+	ar.r.wg.Add(1)
+	go func() {
+		defer ar.r.wg.Done()
+		defer func() {
+			ar.mu.Lock()
+			ar.inflight--
+			ar.mu.Unlock()
+			signal(ar.wake)
+		}()
+		for _, ev := range evs {
+			if ctx.Err() != nil {
+				return // shutting down: the outbox keeps it for the next start
+			}
+			ar.deliverOne(app, be, ev)
+		}
+	}()
 }
 
 // changeEvent builds onChange's event from an outbox entry: the document

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -180,4 +183,106 @@ func waitTimer(t *testing.T, clk *clock.Virtual) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatal("no timer was armed")
+}
+
+// claimCounter records each ClaimEvents call: the limit asked and the
+// number of events it got.
+type claimCounter struct {
+	*sqlite.Store
+	mu    sync.Mutex
+	calls [][2]int
+}
+
+func (c *claimCounter) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
+	evs, err := c.Store.ClaimEvents(ctx, appID, now, limit, lease)
+	c.mu.Lock()
+	c.calls = append(c.calls, [2]int{limit, len(evs)})
+	c.mu.Unlock()
+	return evs, err
+}
+
+// TestOneClaimFillsFreeSlots: with events waiting and several slots free,
+// one claim takes enough for every free slot, and the events run in
+// batches of 10 in seq order, each batch in a slot of its own, as if each
+// had been claimed alone.
+func TestOneClaimFillsFreeSlots(t *testing.T) {
+	ctx := context.Background()
+	sq, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sq.Close() })
+	st := &claimCounter{Store: sq}
+	var mu sync.Mutex
+	running := map[int64]bool{}
+	var order [][]int64 // seqs seen by each batch, by its first seq
+	release := make(chan struct{})
+	started := make(chan struct{}, 100)
+	b := &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+		mu.Lock()
+		running[ev.Seq] = true
+		mu.Unlock()
+		started <- struct{}{}
+		<-release
+		mu.Lock()
+		delete(running, ev.Seq)
+		placed := false
+		for i, o := range order {
+			if o[len(o)-1] == ev.Seq-1 && (ev.Seq-1)%10 != 0 {
+				order[i] = append(o, ev.Seq)
+				placed = true
+			}
+		}
+		if !placed {
+			order = append(order, []int64{ev.Seq})
+		}
+		mu.Unlock()
+		return nil
+	}}
+	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 3, 1, engine.DefaultRunTimeout
+	clk := clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC))
+	e := engine.New(st, engine.Options{Clock: clk, Runtime: nopRuntime{}, Backends: goCompiler{b}})
+	tok, _ := e.Bootstrap(ctx, "")
+	admin, _ := e.Authenticate(ctx, tok)
+	e.AddUser(ctx, admin, "alice")
+	e.CreateApp(ctx, admin, "alice/app", false)
+	if _, err := e.Deploy(ctx, admin, "alice/app", "", "// go backend"); err != nil {
+		t.Fatal(err)
+	}
+	owner := engine.Actor{User: "alice"}
+	for i := range 25 {
+		if _, err := e.Put(ctx, owner, "alice/app", "jobs", fmt.Sprint("j", i), []byte(`{}`), engine.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	for range 3 {
+		<-started
+	}
+	mu.Lock()
+	heads := map[int64]bool{1: true, 11: true, 21: true}
+	if len(running) != 3 || !running[1] || !running[11] || !running[21] {
+		t.Errorf("running at once: %v, want the first event of each batch: %v", running, heads)
+	}
+	mu.Unlock()
+	st.mu.Lock()
+	if len(st.calls) == 0 || st.calls[0] != [2]int{30, 25} {
+		t.Errorf("claims (limit, got) = %v, want a first claim of 30 that got all 25", st.calls)
+	}
+	st.mu.Unlock()
+	close(release)
+	for range 22 {
+		<-started
+	}
+	e.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	slices.SortFunc(order, func(a, b []int64) int { return int(a[0] - b[0]) })
+	want := [][]int64{{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {11, 12, 13, 14, 15, 16, 17, 18, 19, 20}, {21, 22, 23, 24, 25}}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("batches = %v, want %v", order, want)
+	}
 }
