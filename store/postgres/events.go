@@ -32,7 +32,15 @@ const eventJoins = `
 // however many events wait or are leased: the lowest free ones
 // (events_free) and the lowest whose lease ran out (events_lease_end).
 // Each side offers more than $3, for those another node is claiming at
-// the same moment (SKIP LOCKED passes them over).
+// the same moment (SKIP LOCKED passes them over). Every later step
+// touches only the rows picked, whatever the planner thinks of the
+// tables' sizes: each candidate is locked through a LATERAL lookup of
+// its key (kept a nested loop, in seq order, by OFFSET 0), the update
+// finds the locked rows by ctid, and each revision is one key lookup.
+// sqlClaimPlan plans each claim for the tables as they are: a plan kept
+// from when they were empty would scan them once they are not.
+const sqlClaimPlan = `SET LOCAL plan_cache_mode = force_custom_plan`
+
 const sqlClaim = `WITH cand AS (
 		(SELECT seq FROM events WHERE app_id = $1 AND NOT dead AND lease_until = 0 AND next_at <= $2
 		ORDER BY seq LIMIT 4 * $3)
@@ -40,16 +48,20 @@ const sqlClaim = `WITH cand AS (
 		(SELECT seq FROM events WHERE app_id = $1 AND NOT dead AND lease_until > 0 AND lease_until <= $2 AND next_at <= $2
 		ORDER BY seq LIMIT 4 * $3)
 	), picked AS (
-		SELECT ev.seq FROM events ev JOIN cand ON ev.seq = cand.seq
-		WHERE ev.app_id = $1 AND NOT ev.dead AND ev.next_at <= $2 AND ev.lease_until <= $2
-		ORDER BY ev.seq LIMIT $3
-		FOR UPDATE OF ev SKIP LOCKED
+		SELECT ev.ctid AS tid FROM (SELECT seq FROM cand ORDER BY seq OFFSET 0) c,
+		LATERAL (SELECT ctid FROM events WHERE app_id = $1 AND seq = c.seq
+			AND NOT dead AND next_at <= $2 AND lease_until <= $2
+			FOR UPDATE SKIP LOCKED OFFSET 0) ev
+		LIMIT $3
 	), e AS (
-		UPDATE events ev SET lease_until = $4, lease_owner = $5
-		FROM picked WHERE ev.app_id = $1 AND ev.seq = picked.seq
-		RETURNING ev.*
+		UPDATE events SET lease_until = $4, lease_owner = $5
+		WHERE ctid = ANY(ARRAY(SELECT tid FROM picked))
+		RETURNING *
 	)
-	SELECT ` + eventCols + ` FROM e` + eventJoins + ` ORDER BY e.seq`
+	SELECT ` + eventCols + ` FROM e
+	CROSS JOIN LATERAL (SELECT * FROM revisions WHERE app_id = $1 AND seq = e.seq OFFSET 0) r
+	LEFT JOIN LATERAL (SELECT * FROM revisions WHERE app_id = $1 AND seq = r.prev_seq AND r.prev_seq > 0 OFFSET 0) o ON true
+	ORDER BY e.seq`
 
 // ClaimEvents does not wait for the WAL flush: other nodes see the lease
 // as soon as it commits, and a lease lost in a crash of the database only
@@ -64,6 +76,7 @@ func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, lim
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue("SET LOCAL synchronous_commit = off")
+	b.Queue(sqlClaimPlan)
 	b.Queue(sqlClaim, appID, now.UnixNano(), limit, now.Add(lease).UnixNano(), s.node).Query(func(rows pgx.Rows) error {
 		var err error
 		evs, err = scanEvents(appID, rows, nil)
