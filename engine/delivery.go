@@ -87,9 +87,15 @@ func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 		slots := cfg.Concurrency - ar.inflight
 		ar.mu.Unlock()
 		if slots <= 0 || ctx.Err() != nil {
+			if slots <= 0 {
+				ar.mu.Lock()
+				ar.starved = true
+				ar.mu.Unlock()
+			}
 			return slots <= 0
 		}
-		evs, err := e.st.ClaimEvents(ctx, ar.id, e.clock.Now(), min(slots, maxClaimBatches)*batchSize, lease)
+		want := min(slots, maxClaimBatches) * batchSize
+		evs, err := e.st.ClaimEvents(ctx, ar.id, e.clock.Now(), want, lease)
 		if err != nil {
 			if ctx.Err() == nil { // not just the server stopping
 				e.log.Error("claiming onChange events", "app", ar.ref, "err", err)
@@ -99,12 +105,18 @@ func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 		if len(evs) == 0 {
 			return false
 		}
+		short := len(evs) < want
 		// In seq order, batchSize at a time: as if each batch had been
 		// claimed on its own, one after another.
 		for len(evs) > 0 {
 			n := min(batchSize, len(evs))
 			ar.run(app, be, evs[:n:n])
 			evs = evs[n:]
+		}
+		if short {
+			// Nothing else is due (see store.Events): a claim now would
+			// come back empty. A commit since wakes the loop again.
+			return false
 		}
 	}
 }
@@ -122,8 +134,14 @@ func (ar *appRunner) run(app *appState, be Backend, evs []store.Event) {
 		defer func() {
 			ar.mu.Lock()
 			ar.inflight--
+			starved := ar.starved
+			ar.starved = false
 			ar.mu.Unlock()
-			signal(ar.wake)
+			// Only a claim that stopped for want of a slot left events
+			// behind; retries set their own wake-ups.
+			if starved {
+				signal(ar.wake)
+			}
 		}()
 		for _, ev := range evs {
 			if ctx.Err() != nil {

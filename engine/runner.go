@@ -177,12 +177,15 @@ type appRunner struct {
 	r      *runner
 	id     int64
 	ref    string
-	wake   chan struct{} // an event was committed, a batch ended, or the code changed
+	wake   chan struct{} // an event was committed, a slot freed up, or the code changed
 	reload chan struct{} // the code changed: the scheduler re-reads its interval
 
 	mu       sync.Mutex
 	inflight int
-	tick     tickStatus
+	// starved: a claim found every slot taken, so the next batch to end
+	// must wake the deliverer.
+	starved bool
+	tick    tickStatus
 }
 
 // tickStatus is what the console shows of the scheduled handler.

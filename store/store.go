@@ -326,7 +326,10 @@ type Query struct {
 // each delivery goes to one runner at a time.
 type Events interface {
 	// ClaimEvents leases up to limit events of the app that are due
-	// (NextAt <= now), not dead and not leased, lowest seq first.
+	// (NextAt <= now), not dead and not leased, lowest seq first. Fewer
+	// than limit means it leased every such event (but those another
+	// node was claiming at that moment): callers need not claim again
+	// until something changes.
 	ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]Event, error)
 	// NextEventDue reports the earliest NextAt of the app's events that
 	// are neither dead nor leased; ok is false when there are none. A

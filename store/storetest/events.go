@@ -18,6 +18,7 @@ var eventTests = []test{
 	{"WrittenWithCommit", testEventsWithCommit},
 	{"Revisions", testEventsRevisions},
 	{"ClaimOrderAndLimit", testEventsClaimOrder},
+	{"ShortClaimTookAll", testEventsShortClaim},
 	{"Leases", testEventsLeases},
 	{"ConcurrentClaims", testEventsConcurrentClaims},
 	{"Ack", testEventsAck},
@@ -399,6 +400,30 @@ func testEventsClaimOrder(t *testing.T, e *env) {
 	_, late := e.emit(many, "late", `{}`, t0.Add(30*time.Second))
 	e.wantClaim(many, t0.Add(30*time.Second-time.Nanosecond), 3)
 	e.wantClaim(many, t0.Add(30*time.Second), 3, late)
+}
+
+// testEventsShortClaim: a claim that hands out fewer events than its
+// limit leased every event then due, among leased, dead, backing-off and
+// not yet due ones, so the deliverer need not claim again; what falls due
+// later is handed out then.
+func testEventsShortClaim(t *testing.T, e *env) {
+	app := e.app("alice", "jobs")
+	t0 := e.clk.Now()
+	ss := e.emitN(app, 12, t0)
+	e.wantClaim(app, t0, 4, ss[:4]...)
+	e.settle(app, ss[0], store.Settlement{Dead: true, Attempts: 1, NextAt: t0, LastError: "boom"})
+	retry := store.Settlement{Attempts: 1, NextAt: t0.Add(time.Hour), LastError: "later"}
+	e.settle(app, ss[1], retry)
+	e.waitDead(app, ss[0])
+	e.waitRetry(app, ss[1], retry)
+	_, later := e.emit(app, "later", `{}`, t0.Add(10*time.Second))
+	now := t0.Add(time.Second)
+	got := e.claimFor(app, now, 20, lease)
+	if want := ss[4:]; !slices.Equal(seqs(got), want) {
+		t.Fatalf("claim of 20 = %v, want every due one: %v", seqs(got), want)
+	}
+	e.wantClaim(app, now, 20)
+	e.wantClaim(app, t0.Add(10*time.Second), 20, later)
 }
 
 // testEventsLeases: a claimed event is not handed out again until its
