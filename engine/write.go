@@ -105,7 +105,9 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 			}
 		}
 		res, done, err := e.writeAt(ctx, a, app, gate, db, id, deleted, body, o, head)
-		if hinted && (err != nil || res.Existing) {
+		// Only what the head decided is checked again, never the outcome
+		// of a commit: one that failed may still have been applied.
+		if hinted && done && (res.Existing || err != nil && !errors.Is(err, errCommit)) {
 			fresh, gerr := e.st.Get(ctx, app.ID, db, id)
 			if gerr != nil {
 				return WriteResult{}, internal(gerr)
@@ -114,12 +116,24 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 				continue
 			}
 		}
+		if ce, ok := err.(commitError); ok {
+			err = ce.error
+		}
 		if done || err != nil {
 			return res, err
 		}
 	}
 	return WriteResult{}, errs.New(errs.Unavailable, "document %q changed %d times while this write tried to commit; retry later", id, maxHeadRetries)
 }
+
+// errCommit marks an error of the commit itself, as opposed to a
+// decision taken from the head.
+var errCommit = errors.New("commit failed")
+
+type commitError struct{ error }
+
+func (e commitError) Is(target error) bool { return target == errCommit }
+func (e commitError) Unwrap() error        { return e.error }
 
 // writeAt decides a write against head and commits it if head is still
 // the document's head. done is false when it was not: decide again.
@@ -172,7 +186,7 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate Acces
 		return res, false, nil
 	}
 	if err != nil {
-		return res, true, internal(err)
+		return res, true, commitError{internal(err)}
 	}
 	if w.GrantsChanged {
 		app.grants.clear()
