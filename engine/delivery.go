@@ -42,7 +42,11 @@ func (ar *appRunner) deliver() {
 	e, ctx := ar.r.e, ar.r.ctx
 	retry := make(chan struct{}, 1)
 	var timer clock.Timer
-	poll := time.NewTicker(pollEvery)
+	every := e.poll
+	if every <= 0 {
+		every = pollEvery
+	}
+	poll := time.NewTicker(every)
 	defer poll.Stop()
 	for {
 		app, be, err := ar.current()
@@ -85,13 +89,11 @@ func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 	for {
 		ar.mu.Lock()
 		slots := cfg.Concurrency - ar.inflight
+		// Set in the same critical section as the count is read: a batch
+		// ending after it wakes the loop.
+		ar.starved = slots <= 0
 		ar.mu.Unlock()
 		if slots <= 0 || ctx.Err() != nil {
-			if slots <= 0 {
-				ar.mu.Lock()
-				ar.starved = true
-				ar.mu.Unlock()
-			}
 			return slots <= 0
 		}
 		want := min(slots, maxClaimBatches) * batchSize

@@ -289,3 +289,50 @@ func TestOneClaimFillsFreeSlots(t *testing.T) {
 		t.Fatalf("batches = %v, want %v", order, want)
 	}
 }
+
+// TestBatchEndWakesAStarvedDeliverer: with one slot and more events than
+// one batch, the claim that finds the slot taken leaves the rest to the
+// end of the batch, which wakes the deliverer. The poll is set to an hour,
+// so without that wake-up the rest would wait.
+func TestBatchEndWakesAStarvedDeliverer(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	seen := make(chan int64, 100)
+	b := &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+		seen <- ev.Seq
+		return nil
+	}}
+	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 1, 1, engine.DefaultRunTimeout
+	e := engine.New(st, engine.Options{Clock: clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC)),
+		Runtime: nopRuntime{}, Backends: goCompiler{b}, PollEvery: time.Hour})
+	tok, _ := e.Bootstrap(ctx, "")
+	admin, _ := e.Authenticate(ctx, tok)
+	e.AddUser(ctx, admin, "alice")
+	e.CreateApp(ctx, admin, "alice/app", false)
+	if _, err := e.Deploy(ctx, admin, "alice/app", "", "// go backend"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 25 {
+		if _, err := e.Put(ctx, engine.Actor{User: "alice"}, "alice/app", "jobs", fmt.Sprint("j", i), []byte(`{}`), engine.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	for want := int64(1); want <= 25; want++ {
+		select {
+		case got := <-seen:
+			if got != want {
+				t.Fatalf("delivered seq %d, want %d (one slot: commit order)", got, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("seq %d not delivered: the deliverer was not woken when the slot freed up", want)
+		}
+	}
+}

@@ -38,6 +38,10 @@ type Options struct {
 	// OnDelivery, when set, is told how long each onChange event waited
 	// from its commit to the start of its run (for benchmarks).
 	OnDelivery func(wait time.Duration)
+	// PollEvery is how often each app's deliverer looks for due events
+	// when nothing woke it (default 2 s), a safety net under the
+	// wake-ups. Tests set it long, so a missing wake-up shows.
+	PollEvery time.Duration
 }
 
 // Engine serves every read and write of every app on one Store.
@@ -49,6 +53,7 @@ type Engine struct {
 	rt       Runtime
 	backends BackendCompiler
 	observe  func(time.Duration)
+	poll     time.Duration
 
 	// runner delivers events and ticks schedules once Start is called.
 	runner *runner
@@ -103,7 +108,7 @@ func New(st store.Store, o Options) *Engine {
 		o.Logger = slog.Default()
 	}
 	e := &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, rt: o.Runtime,
-		backends: o.Backends, observe: o.OnDelivery, secretKey: o.SecretKey, apps: map[string]*appState{}}
+		backends: o.Backends, observe: o.OnDelivery, poll: o.PollEvery, secretKey: o.SecretKey, apps: map[string]*appState{}}
 	e.node = mintID(e.clock.Now())
 	if gw, ok := st.(store.GrantWatcher); ok {
 		gw.WatchGrants(e.grantsChanged)

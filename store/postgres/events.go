@@ -31,37 +31,43 @@ const eventJoins = `
 // Candidates come from two small indexes, so a claim costs the same
 // however many events wait or are leased: the lowest free ones
 // (events_free) and the lowest whose lease ran out (events_lease_end).
-// Each side offers more than $3, for those another node is claiming at
-// the same moment (SKIP LOCKED passes them over). Every later step
-// touches only the rows picked, whatever the planner thinks of the
-// tables' sizes: each candidate is locked through a LATERAL lookup of
-// its key (kept a nested loop, in seq order, by OFFSET 0), the update
-// finds the locked rows by ctid, and each revision is one key lookup.
-// sqlClaimPlan plans each claim for the tables as they are: a plan kept
-// from when they were empty would scan them once they are not.
-const sqlClaimPlan = `SET LOCAL plan_cache_mode = force_custom_plan`
-
+// Each side offers more than $3, and at least 200 more, for those other
+// nodes' claims (of up to 100) hold at the same moment: SKIP LOCKED
+// passes them over, and a claim that comes back short must have seen
+// every due event no other claim held.
+//
+// Every later step touches only the rows picked: each candidate is
+// locked through a LATERAL lookup of its key (kept a nested loop, in seq
+// order, by OFFSET 0), the update finds them by key, and each revision
+// is a key lookup. The update matches by seq, not by the locked row's
+// ctid: a row another transaction changed since this statement's
+// snapshot is locked in its newest version, which only a match by key
+// (rechecked on that version) finds.
 const sqlClaim = `WITH cand AS (
 		(SELECT seq FROM events WHERE app_id = $1 AND NOT dead AND lease_until = 0 AND next_at <= $2
-		ORDER BY seq LIMIT 4 * $3)
+		ORDER BY seq LIMIT 2 * $3 + 200)
 		UNION ALL
 		(SELECT seq FROM events WHERE app_id = $1 AND NOT dead AND lease_until > 0 AND lease_until <= $2 AND next_at <= $2
-		ORDER BY seq LIMIT 4 * $3)
+		ORDER BY seq LIMIT 2 * $3 + 200)
 	), picked AS (
-		SELECT ev.ctid AS tid FROM (SELECT seq FROM cand ORDER BY seq OFFSET 0) c,
-		LATERAL (SELECT ctid FROM events WHERE app_id = $1 AND seq = c.seq
+		SELECT ev.seq FROM (SELECT seq FROM cand ORDER BY seq OFFSET 0) c,
+		LATERAL (SELECT seq FROM events WHERE app_id = $1 AND seq = c.seq
 			AND NOT dead AND next_at <= $2 AND lease_until <= $2
 			FOR UPDATE SKIP LOCKED OFFSET 0) ev
 		LIMIT $3
 	), e AS (
 		UPDATE events SET lease_until = $4, lease_owner = $5
-		WHERE ctid = ANY(ARRAY(SELECT tid FROM picked))
+		WHERE app_id = $1 AND seq = ANY(ARRAY(SELECT seq FROM picked))
 		RETURNING *
 	)
 	SELECT ` + eventCols + ` FROM e
 	CROSS JOIN LATERAL (SELECT * FROM revisions WHERE app_id = $1 AND seq = e.seq OFFSET 0) r
 	LEFT JOIN LATERAL (SELECT * FROM revisions WHERE app_id = $1 AND seq = r.prev_seq AND r.prev_seq > 0 OFFSET 0) o ON true
 	ORDER BY e.seq`
+
+// sqlClaimPlan plans each claim for the tables as they are: a plan kept
+// from when they were empty would scan them once they are not.
+const sqlClaimPlan = `SET LOCAL plan_cache_mode = force_custom_plan`
 
 // ClaimEvents does not wait for the WAL flush: other nodes see the lease
 // as soon as it commits, and a lease lost in a crash of the database only

@@ -39,7 +39,11 @@ type hints struct {
 }
 
 func docBytes(k hintKey, d *store.Doc) int {
-	return 160 + len(k.db) + len(k.id) + len(d.Rev) + len(d.Body)
+	n := 160 + len(k.db) + len(k.id) + len(d.Rev) + len(d.Body)
+	for _, c := range d.Channels {
+		n += 16 + len(c)
+	}
+	return n
 }
 
 // put remembers d as the head of k unless a later head is known already:

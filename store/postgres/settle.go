@@ -30,6 +30,7 @@ type acker struct {
 	mu      sync.Mutex
 	queue   []*ackReq
 	running bool
+	closed  bool
 	wg      sync.WaitGroup
 	// flushes counts the transactions run, for tests.
 	flushes atomic.Int64
@@ -41,6 +42,10 @@ func (s *Store) ack(ctx context.Context, app, seq int64) error {
 	a := &s.acks
 	req := &ackReq{app: app, seq: seq, done: make(chan error, 1)}
 	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return errClosed
+	}
 	a.queue = append(a.queue, req)
 	if !a.running {
 		a.running = true
@@ -115,5 +120,10 @@ func (s *Store) flushAcks(batch []*ackReq) error {
 	return s.pool.SendBatch(context.Background(), b).Close()
 }
 
-// closeAcks waits for the acks in flight.
-func (s *Store) closeAcks() { s.acks.wg.Wait() }
+// closeAcks refuses new acks and waits for those in flight.
+func (s *Store) closeAcks() {
+	s.acks.mu.Lock()
+	s.acks.closed = true
+	s.acks.mu.Unlock()
+	s.acks.wg.Wait()
+}

@@ -84,3 +84,15 @@ func TestAcksShareTransactions(t *testing.T) {
 		t.Fatalf("claim before the lease ends = %v, %v", seqsOf(again), err)
 	}
 }
+
+// TestAckAfterClose: an ack that comes after Close is refused with the
+// store's error, not sent to a closed pool.
+func TestAckAfterClose(t *testing.T) {
+	st := openAt(t, freshDB(t))
+	app := newApp(t, st, "jobs")
+	seq := putEvent(t, st, app, "a", t0)
+	st.Close()
+	if err := st.SettleEvent(context.Background(), app, seq, store.Settlement{Ack: true}); !errors.Is(err, errClosed) {
+		t.Fatalf("ack after Close = %v, want %v", err, errClosed)
+	}
+}

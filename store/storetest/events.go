@@ -407,8 +407,17 @@ func testEventsClaimOrder(t *testing.T, e *env) {
 // not yet due ones, so the deliverer need not claim again; what falls due
 // later is handed out then.
 func testEventsShortClaim(t *testing.T, e *env) {
-	app := e.app("alice", "jobs")
 	t0 := e.clk.Now()
+	// Events just committed, none settled: a store may hand them out from
+	// memory.
+	fresh := e.app("alice", "fresh")
+	fs := e.emitN(fresh, 5, t0)
+	e.wantClaim(fresh, t0, 20, fs...)
+	e.wantClaim(fresh, t0, 20)
+	_, f6 := e.emit(fresh, "f6", `{}`, t0)
+	e.wantClaim(fresh, t0, 20, f6)
+
+	app := e.app("alice", "jobs")
 	ss := e.emitN(app, 12, t0)
 	e.wantClaim(app, t0, 4, ss[:4]...)
 	e.settle(app, ss[0], store.Settlement{Dead: true, Attempts: 1, NextAt: t0, LastError: "boom"})
