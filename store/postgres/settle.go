@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -117,8 +118,16 @@ func (s *Store) flushAcks(batch []*ackReq) error {
 	}
 	b.Queue("COMMIT")
 	s.acks.flushes.Add(1)
-	return s.pool.SendBatch(context.Background(), b).Close()
+	// Bounded, so a connection that hangs cannot hold every later ack (and
+	// the deliveries waiting on them): an ack lost this way costs one more
+	// delivery once its lease runs out.
+	ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
+	defer cancel()
+	return s.pool.SendBatch(ctx, b).Close()
 }
+
+// ackTimeout bounds one flush of acks (a variable for tests).
+var ackTimeout = 30 * time.Second
 
 // closeAcks refuses new acks and waits for those in flight.
 func (s *Store) closeAcks() {

@@ -96,3 +96,39 @@ func TestAckAfterClose(t *testing.T) {
 		t.Fatalf("ack after Close = %v, want %v", err, errClosed)
 	}
 }
+
+// TestAckFlushTimesOut: a flush that cannot finish (here, its row is
+// locked) gives up after its timeout with an error, the event stays
+// leased, and the acks queued behind it still go through.
+func TestAckFlushTimesOut(t *testing.T) {
+	st := openAt(t, freshDB(t))
+	defer st.Close()
+	ctx := context.Background()
+	app := newApp(t, st, "jobs")
+	a := putEvent(t, st, app, "a", t0)
+	b := putEvent(t, st, app, "b", t0)
+	if evs, err := st.ClaimEvents(ctx, app, t0, 10, time.Minute); err != nil || len(evs) != 2 {
+		t.Fatalf("claim = %d events, %v", len(evs), err)
+	}
+	old := ackTimeout
+	ackTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { ackTimeout = old })
+	tx, err := st.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM events WHERE app_id = $1 AND seq = $2 FOR UPDATE`, app, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SettleEvent(ctx, app, a, store.Settlement{Ack: true}); err == nil {
+		t.Fatal("ack of a locked row succeeded; want the flush to time out")
+	}
+	if err := st.SettleEvent(ctx, app, b, store.Settlement{Ack: true}); err != nil {
+		t.Fatalf("ack after a timed-out flush: %v", err)
+	}
+	left, err := st.ListEvents(ctx, app, false, 0, -1)
+	if err != nil || len(left) != 1 || left[0].Seq != a {
+		t.Fatalf("events left = %v, %v; want only %d", seqsOf(left), err, a)
+	}
+}
