@@ -477,6 +477,52 @@ func TestCommitPlansUseKeys(t *testing.T) {
 	defer st.Close()
 	ctx := context.Background()
 	app := newApp(t, st, "jobs")
+	// Each batch's statements keep one generic plan per connection, maybe
+	// made while the tables were empty: check them then and once full.
+	check := func(when string) {
+		t.Helper()
+		conn, err := st.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Release()
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, sqlGenericPlans); err != nil {
+				return err
+			}
+			heads := `(int8, int8, text[], text[], text[], bool[], text[], text[], int8[], int8[], text[], bool[])`
+			headArgs := `(1, 0, '{jobs}', '{d7}', '{2-b}', '{f}', '{"{}"}', '{"{}"}', '{1}', '{0}', '{NULL}', '{f}')`
+			for _, c := range []struct{ name, params, sql, args, want string }{
+				{"lock", `(int8, text, text[])`, sqlLockHeads, `(1, 'jobs', '{d5,d7}')`, "Index Scan using docs_pkey"},
+				{"grants", `(int8, text, text[])`, sqlDocGrants, `(1, 'jobs', '{d5,d7}')`, "Index Scan using grants_by_doc"},
+				{"save", heads, sqlSaveHeads, headArgs, "Conflict Arbiter Indexes: docs_pkey"},
+			} {
+				if _, err := tx.Exec(ctx, `PREPARE `+c.name+` `+c.params+` AS `+c.sql); err != nil {
+					return fmt.Errorf("%s: %w", c.name, err)
+				}
+				rows, err := tx.Query(ctx, `EXPLAIN EXECUTE `+c.name+c.args)
+				if err != nil {
+					return err
+				}
+				lines, err := collect(rows, pgx.RowTo[string])
+				if err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, `DEALLOCATE `+c.name); err != nil {
+					return err
+				}
+				plan := strings.Join(lines, "\n")
+				if !strings.Contains(plan, c.want) || strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Bitmap") || strings.Contains(plan, "Hash") {
+					t.Errorf("%s: plan of %s does not look its rows up by key:\n%s", when, c.name, plan)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("tables empty")
 	for _, q := range []string{
 		`INSERT INTO docs (app_id, db, id, rev, deleted, body_text, body, seq, time, has_grants)
 		SELECT $1, 'jobs', 'd' || i, '1-a', false, '{}', '{}', i, 0, true FROM generate_series(1, 5000) i`,
@@ -487,41 +533,5 @@ func TestCommitPlansUseKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	conn, err := st.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlGenericPlans); err != nil {
-			return err
-		}
-		heads := `(int8, int8, text[], text[], text[], bool[], text[], text[], int8[], int8[], text[], bool[])`
-		headArgs := `(1, 0, '{jobs}', '{d7}', '{2-b}', '{f}', '{"{}"}', '{"{}"}', '{1}', '{0}', '{NULL}', '{f}')`
-		for _, c := range []struct{ name, params, sql, args, want string }{
-			{"lock", `(int8, text, text[])`, sqlLockHeads, `(1, 'jobs', '{d5,d7}')`, "Index Scan using docs_pkey"},
-			{"grants", `(int8, text, text[])`, sqlDocGrants, `(1, 'jobs', '{d5,d7}')`, "Index Scan using grants_by_doc"},
-			{"save", heads, sqlSaveHeads, headArgs, "Conflict Arbiter Indexes: docs_pkey"},
-		} {
-			if _, err := tx.Exec(ctx, `PREPARE `+c.name+` `+c.params+` AS `+c.sql); err != nil {
-				return fmt.Errorf("%s: %w", c.name, err)
-			}
-			rows, err := tx.Query(ctx, `EXPLAIN EXECUTE `+c.name+c.args)
-			if err != nil {
-				return err
-			}
-			lines, err := collect(rows, pgx.RowTo[string])
-			if err != nil {
-				return err
-			}
-			plan := strings.Join(lines, "\n")
-			if !strings.Contains(plan, c.want) || strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Bitmap") || strings.Contains(plan, "Hash") {
-				t.Errorf("plan of %s does not look its rows up by key:\n%s", c.name, plan)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	check("tables full")
 }
