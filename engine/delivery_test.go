@@ -201,13 +201,39 @@ func (c *claimCounter) ClaimEvents(ctx context.Context, appID int64, now time.Ti
 	return evs, err
 }
 
+// startWithWaiting starts an engine on st whose app alice/app, with b as
+// its backend, has n events waiting in the outbox when delivery starts.
+func startWithWaiting(t *testing.T, st store.Store, b *goBackend, n int, o engine.Options) *engine.Engine {
+	t.Helper()
+	ctx := context.Background()
+	o.Clock = clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC))
+	o.Runtime, o.Backends = nopRuntime{}, goCompiler{b}
+	e := engine.New(st, o)
+	tok, _ := e.Bootstrap(ctx, "")
+	admin, _ := e.Authenticate(ctx, tok)
+	e.AddUser(ctx, admin, "alice")
+	e.CreateApp(ctx, admin, "alice/app", false)
+	if _, err := e.Deploy(ctx, admin, "alice/app", "", "// go backend"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := e.Put(ctx, engine.Actor{User: "alice"}, "alice/app", "jobs", fmt.Sprint("j", i), []byte(`{}`), engine.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
 // TestOneClaimFillsFreeSlots: with events waiting and several slots free,
 // one claim takes enough for every free slot, and the events run in
 // batches of 10 in seq order, each batch in a slot of its own, as if each
 // had been claimed alone. A claim that got fewer than it asked for is not
 // followed by another that would come back empty.
 func TestOneClaimFillsFreeSlots(t *testing.T) {
-	ctx := context.Background()
 	sq, err := sqlite.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -241,25 +267,7 @@ func TestOneClaimFillsFreeSlots(t *testing.T) {
 		return nil
 	}}
 	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 5, 1, engine.DefaultRunTimeout
-	clk := clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC))
-	e := engine.New(st, engine.Options{Clock: clk, Runtime: nopRuntime{}, Backends: goCompiler{b}})
-	tok, _ := e.Bootstrap(ctx, "")
-	admin, _ := e.Authenticate(ctx, tok)
-	e.AddUser(ctx, admin, "alice")
-	e.CreateApp(ctx, admin, "alice/app", false)
-	if _, err := e.Deploy(ctx, admin, "alice/app", "", "// go backend"); err != nil {
-		t.Fatal(err)
-	}
-	owner := engine.Actor{User: "alice"}
-	for i := range 25 {
-		if _, err := e.Put(ctx, owner, "alice/app", "jobs", fmt.Sprint("j", i), []byte(`{}`), engine.PutOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := e.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
+	e := startWithWaiting(t, st, b, 25, engine.Options{})
 	for range 3 {
 		<-started
 	}
@@ -295,7 +303,6 @@ func TestOneClaimFillsFreeSlots(t *testing.T) {
 // end of the batch, which wakes the deliverer. The poll is set to an hour,
 // so without that wake-up the rest would wait.
 func TestBatchEndWakesAStarvedDeliverer(t *testing.T) {
-	ctx := context.Background()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -307,24 +314,7 @@ func TestBatchEndWakesAStarvedDeliverer(t *testing.T) {
 		return nil
 	}}
 	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 1, 1, engine.DefaultRunTimeout
-	e := engine.New(st, engine.Options{Clock: clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC)),
-		Runtime: nopRuntime{}, Backends: goCompiler{b}, PollEvery: time.Hour})
-	tok, _ := e.Bootstrap(ctx, "")
-	admin, _ := e.Authenticate(ctx, tok)
-	e.AddUser(ctx, admin, "alice")
-	e.CreateApp(ctx, admin, "alice/app", false)
-	if _, err := e.Deploy(ctx, admin, "alice/app", "", "// go backend"); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 25 {
-		if _, err := e.Put(ctx, engine.Actor{User: "alice"}, "alice/app", "jobs", fmt.Sprint("j", i), []byte(`{}`), engine.PutOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := e.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
+	startWithWaiting(t, st, b, 25, engine.Options{PollEvery: time.Hour})
 	for want := int64(1); want <= 25; want++ {
 		select {
 		case got := <-seen:
