@@ -30,8 +30,7 @@ const eventJoins = `
 // until $4, lowest seq first, and returns them with their revisions.
 // Candidates come from two small indexes, so a claim costs the same
 // however many events wait or are leased: the lowest free ones
-// (events_free) and those whose lease ran out first (events_lease_end,
-// in its own order).
+// (events_free) and the lowest whose lease ran out (events_lease_end).
 // Each side offers more than $3, and at least 200 more, for those other
 // nodes' claims (of up to 100) hold at the same moment: SKIP LOCKED
 // passes them over, and a claim that comes back short must have seen
@@ -40,10 +39,7 @@ const eventJoins = `
 // Every later step touches only the rows picked: each candidate is
 // locked through a LATERAL lookup of its key (kept a nested loop, in seq
 // order, by OFFSET 0), the update finds them by key, and each revision
-// is the first at or after its seq, which only the primary key can give
-// without a sort (an equality could as well be served by
-// revisions_by_db, reading the app's whole ledger). The update matches
-// by seq, not by the locked row's
+// is a key lookup. The update matches by seq, not by the locked row's
 // ctid: a row another transaction changed since this statement's
 // snapshot is locked in its newest version, which only a match by key
 // (rechecked on that version) finds.
@@ -52,7 +48,7 @@ const sqlClaim = `WITH cand AS (
 		ORDER BY seq LIMIT 2 * $3 + 200)
 		UNION ALL
 		(SELECT seq FROM events WHERE app_id = $1 AND NOT dead AND lease_until > 0 AND lease_until <= $2 AND next_at <= $2
-		ORDER BY lease_until LIMIT 2 * $3 + 200)
+		ORDER BY seq LIMIT 2 * $3 + 200)
 	), picked AS (
 		SELECT ev.seq FROM (SELECT seq FROM cand ORDER BY seq OFFSET 0) c,
 		LATERAL (SELECT seq FROM events WHERE app_id = $1 AND seq = c.seq
@@ -65,21 +61,13 @@ const sqlClaim = `WITH cand AS (
 		RETURNING *
 	)
 	SELECT ` + eventCols + ` FROM e
-	JOIN LATERAL (SELECT * FROM revisions WHERE app_id = $1 AND seq >= e.seq ORDER BY seq LIMIT 1) r ON r.seq = e.seq
-	LEFT JOIN LATERAL (SELECT * FROM revisions WHERE app_id = $1 AND seq >= r.prev_seq AND r.prev_seq > 0 ORDER BY seq LIMIT 1) o
-		ON o.seq = r.prev_seq
+	CROSS JOIN LATERAL (SELECT * FROM revisions WHERE app_id = $1 AND seq = e.seq OFFSET 0) r
+	LEFT JOIN LATERAL (SELECT * FROM revisions WHERE app_id = $1 AND seq = r.prev_seq AND r.prev_seq > 0 OFFSET 0) o ON true
 	ORDER BY e.seq`
 
-// sqlClaimPlan sets how the claim is planned. Planning it costs as much
-// as running it, so it is planned once per connection (a generic plan),
-// and the plan is kept until an ANALYZE of its tables replaces it, maybe
-// from when they were empty. So it is planned without scans, hash or
-// merge joins: with only index lookups left to choose from, and the
-// query written so that the right index is the only cheap one, the plan
-// made for empty tables is the one for big ones (TestClaimPlanUsesIndexes).
-const sqlClaimPlan = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
-	set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
-	set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
+// sqlClaimPlan plans each claim for the tables as they are: a plan kept
+// from when they were empty would scan them once they are not.
+const sqlClaimPlan = `SET LOCAL plan_cache_mode = force_custom_plan`
 
 // ClaimEvents does not wait for the WAL flush: other nodes see the lease
 // as soon as it commits, and a lease lost in a crash of the database only
