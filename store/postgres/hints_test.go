@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/handoff-run/handoff/store"
 )
@@ -50,9 +49,7 @@ func TestHeadHints(t *testing.T) {
 	}
 	same("a")
 	// Two writes of b in one batch: the hint is the second.
-	release := holdApp(t, st, app)
-	blocker := commitAsync(st, ctx, doc(app, "first", "", "1-a", `{}`))
-	waitUntil(t, 30*time.Second, "the first batch to wait for the app's row", func() bool { return lockWaiters(t, st) == 1 })
+	release, blocker := stallApp(t, st, app)
 	ps := commitInOrder(t, st, ctx, doc(app, "b", "", "1-a", `{"v":1}`), doc(app, "b", "1-a", "2-b", `{"v":2}`))
 	release()
 	wait(blocker)

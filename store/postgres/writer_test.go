@@ -40,6 +40,17 @@ func holdApp(t *testing.T, st *Store, app int64) (release func()) {
 	return release
 }
 
+// stallApp holds the app's row and starts a batch (a write of "first")
+// that waits for it, so the writes committed next queue for the batch
+// after. release lets both go.
+func stallApp(t *testing.T, st *Store, app int64) (release func(), blocker *pending) {
+	t.Helper()
+	release = holdApp(t, st, app)
+	blocker = commitAsync(st, context.Background(), doc(app, "first", "", "1-a", `{}`))
+	waitUntil(t, 30*time.Second, "the first batch to wait for the app's row", func() bool { return lockWaiters(t, st) == 1 })
+	return release, blocker
+}
+
 // lockWaiters counts the database's sessions waiting for a lock.
 func lockWaiters(t *testing.T, st *Store) int {
 	t.Helper()
@@ -126,10 +137,7 @@ func TestGroupCommitBatch(t *testing.T) {
 		mu.Unlock()
 	})
 
-	release := holdApp(t, st, app)
-	defer release()
-	blocker := commitAsync(st, ctx, doc(app, "first", "", "1-a", `{}`))
-	waitUntil(t, 30*time.Second, "the first batch to wait for the app's row", func() bool { return lockWaiters(t, st) == 1 })
+	release, blocker := stallApp(t, st, app)
 
 	moveGrant := doc(app, "old", "1-a", "2-a", `{"n":2}`)
 	moveGrant.Grants = []store.Grant{{Kind: "user", Principal: "bob", Channel: "c2"}}
@@ -244,10 +252,7 @@ func TestGroupCommitBadWrite(t *testing.T) {
 	defer st.Close()
 	ctx := context.Background()
 	app := newApp(t, st, "jobs")
-	release := holdApp(t, st, app)
-	defer release()
-	blocker := commitAsync(st, ctx, doc(app, "first", "", "1-a", `{}`))
-	waitUntil(t, 30*time.Second, "the first batch to wait for the app's row", func() bool { return lockWaiters(t, st) == 1 })
+	release, blocker := stallApp(t, st, app)
 	ps := commitInOrder(t, st, ctx,
 		doc(app, "a", "", "1-a", `{"a":1}`),
 		doc(app, "bad", "", "1-a", `{"not json`), // jsonb refuses it
@@ -277,10 +282,7 @@ func TestGroupCommitCancelQueued(t *testing.T) {
 	defer st.Close()
 	ctx := context.Background()
 	app := newApp(t, st, "jobs")
-	release := holdApp(t, st, app)
-	defer release()
-	blocker := commitAsync(st, ctx, doc(app, "first", "", "1-a", `{}`))
-	waitUntil(t, 30*time.Second, "the first batch to wait for the app's row", func() bool { return lockWaiters(t, st) == 1 })
+	release, blocker := stallApp(t, st, app)
 	cctx, cancel := context.WithCancel(ctx)
 	gone := commitInOrder(t, st, cctx, doc(app, "gone", "", "1-a", `{}`))
 	kept := commitInOrder(t, st, ctx, doc(app, "kept", "", "1-a", `{}`))
