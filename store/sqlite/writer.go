@@ -65,9 +65,16 @@ type writer struct {
 	watchers *watchers
 	// grantApps are the apps whose live grants this transaction changed.
 	grantApps map[int64]bool
-	seqs      map[int64]int64
-	dbs       map[dbKey]bool
-	stmts     map[string]*sql.Stmt
+	// grantDeltas net this transaction's changes to grant_counts, which
+	// are written once per grant at its end rather than once per
+	// document: a burst of new documents giving the same grant costs
+	// one upsert. grantWrites are the writes of each app that changed
+	// their document's grants, told if the app's grants changed.
+	grantDeltas map[grantCount]int64
+	grantWrites map[int64][]*store.Write
+	seqs        map[int64]int64
+	dbs         map[dbKey]bool
+	stmts       map[string]*sql.Stmt
 	// txStmts are stmts bound to the open transaction, each made once per
 	// transaction rather than once per statement run.
 	txStmts map[string]*sql.Stmt
@@ -83,6 +90,11 @@ type writer struct {
 	// transaction's, added once it commits.
 	recent *recentEvents
 	events []recentEvent
+}
+
+type grantCount struct {
+	app int64
+	store.Grant
 }
 
 type dbKey struct {
@@ -102,9 +114,8 @@ const (
 		WHERE app_id = ?1 AND db = ?2 AND id = ?3`
 	sqlDropGrants = `DELETE FROM grants WHERE app_id = ? AND db = ? AND doc_id = ?`
 	sqlDocGrants  = `SELECT kind, principal, channel FROM grants WHERE app_id = ? AND db = ? AND doc_id = ?`
-	sqlCountUp    = `INSERT INTO grant_counts (app_id, kind, principal, channel, n) VALUES (?, ?, ?, ?, 1)
-		ON CONFLICT (app_id, kind, principal, channel) DO UPDATE SET n = n + 1 RETURNING n`
-	sqlCountDown = `UPDATE grant_counts SET n = n - 1 WHERE app_id = ? AND kind = ? AND principal = ? AND channel = ?`
+	sqlCountAdd   = `INSERT INTO grant_counts (app_id, kind, principal, channel, n) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (app_id, kind, principal, channel) DO UPDATE SET n = n + excluded.n RETURNING n`
 	sqlCountDrop = `DELETE FROM grant_counts WHERE app_id = ? AND kind = ? AND principal = ? AND channel = ? AND n <= 0`
 	sqlAddEvent  = `INSERT INTO events (app_id, seq, depth, next_at) VALUES (?, ?, ?, ?)`
 	sqlAddGrant  = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel) VALUES (?, ?, ?, ?, ?, ?)`
@@ -116,7 +127,7 @@ const (
 func newWriter(db *sql.DB) (*writer, error) {
 	w := &writer{db: db, staged: map[headKey]*head{}, seqs: map[int64]int64{}, dbs: map[dbKey]bool{}, stmts: map[string]*sql.Stmt{}, txStmts: map[string]*sql.Stmt{}}
 	for _, q := range []string{sqlHead, sqlAppSeq, sqlSetSeq, sqlAddDB, sqlLedger, sqlNewHead, sqlSaveHead, sqlDropGrants, sqlAddGrant, sqlAddEvent,
-		sqlDocGrants, sqlCountUp, sqlCountDown, sqlCountDrop, sqlAckEvents} {
+		sqlDocGrants, sqlCountAdd, sqlCountDrop, sqlAckEvents} {
 		st, err := db.Prepare(q)
 		if err != nil {
 			return nil, err
@@ -244,6 +255,8 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 	}()
 	w.dirty = map[int64]bool{}
 	w.grantApps = map[int64]bool{}
+	w.grantDeltas = map[grantCount]int64{}
+	w.grantWrites = map[int64][]*store.Write{}
 	w.newDBs = w.newDBs[:0]
 	acks := map[int64][]int64{}
 	for i, req := range batch {
@@ -267,6 +280,9 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 		if _, err := w.st(sqlAckEvents).Exec(app, string(b)); err != nil {
 			return err
 		}
+	}
+	if err := w.countGrants(); err != nil {
+		return err
 	}
 	for app := range w.dirty {
 		if _, err := w.st(sqlSetSeq).Exec(w.seqs[app], app); err != nil {
@@ -343,12 +359,10 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 		channels, len(grants) > 0); err != nil {
 		return commitRes{}, err
 	}
+	wr.GrantsChanged = false // a retry alone decides again
 	if cur.doc.HasGrants || len(grants) > 0 {
-		if wr.GrantsChanged, err = w.replaceGrants(tx, wr, cur, grants); err != nil {
+		if err := w.replaceGrants(wr, cur, grants); err != nil {
 			return commitRes{}, err
-		}
-		if wr.GrantsChanged {
-			w.grantApps[wr.AppID] = true
 		}
 	}
 	if ev := wr.Event; ev != nil {
@@ -402,64 +416,80 @@ func parseChannels(s sql.NullString) []string {
 	return ch
 }
 
-// replaceGrants swaps a document's grants for new ones and keeps
-// grant_counts, the number of live documents giving each grant, so reads
-// of who may see what cost the number of distinct grants, not of
-// documents. It reports whether a grant appeared or vanished.
-func (w *writer) replaceGrants(tx *sql.Tx, wr *store.Write, cur *head, grants []store.Grant) (bool, error) {
+// replaceGrants swaps a document's grants for new ones and notes the
+// change to grant_counts, the number of live documents giving each grant,
+// which countGrants writes at the end of the transaction. The counts make
+// reads of who may see what cost the number of distinct grants, not of
+// documents.
+func (w *writer) replaceGrants(wr *store.Write, cur *head, grants []store.Grant) error {
 	old := cur.grants
 	if old == nil && cur.doc.HasGrants {
 		rows, err := w.st(sqlDocGrants).Query(wr.AppID, wr.DB, wr.ID)
 		if err != nil {
-			return false, err
+			return err
 		}
 		for rows.Next() {
 			var g store.Grant
 			if err := rows.Scan(&g.Kind, &g.Principal, &g.Channel); err != nil {
 				rows.Close()
-				return false, err
+				return err
 			}
 			old = append(old, g)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return false, err
+			return err
 		}
 	}
 	if sameGrants(old, grants) {
-		return false, nil // the common case: a document keeps its grants
+		return nil // the common case: a document keeps its grants
 	}
-	changed := false
 	for _, g := range old {
-		if _, err := w.st(sqlCountDown).Exec(wr.AppID, g.Kind, g.Principal, g.Channel); err != nil {
-			return false, err
-		}
-		res, err := w.st(sqlCountDrop).Exec(wr.AppID, g.Kind, g.Principal, g.Channel)
-		if err != nil {
-			return false, err
-		}
-		if n, _ := res.RowsAffected(); n > 0 {
-			changed = true
-		}
+		w.grantDeltas[grantCount{wr.AppID, g}]--
 	}
 	if cur.doc.HasGrants {
 		if _, err := w.st(sqlDropGrants).Exec(wr.AppID, wr.DB, wr.ID); err != nil {
-			return false, err
+			return err
 		}
 	}
 	for _, g := range grants {
 		if _, err := w.st(sqlAddGrant).Exec(wr.AppID, wr.DB, wr.ID, g.Kind, g.Principal, g.Channel); err != nil {
-			return false, err
+			return err
+		}
+		w.grantDeltas[grantCount{wr.AppID, g}]++
+	}
+	w.grantWrites[wr.AppID] = append(w.grantWrites[wr.AppID], wr)
+	return nil
+}
+
+// countGrants applies the transaction's net changes to grant_counts. An
+// app whose set of grants changed (a count left or reached zero) has all
+// its writes that changed grants marked GrantsChanged: which one made the
+// difference does not matter to the caches it clears.
+func (w *writer) countGrants() error {
+	for k, d := range w.grantDeltas {
+		if d == 0 {
+			continue
 		}
 		var n int64
-		if err := w.st(sqlCountUp).QueryRow(wr.AppID, g.Kind, g.Principal, g.Channel).Scan(&n); err != nil {
-			return false, err
+		if err := w.st(sqlCountAdd).QueryRow(k.app, k.Kind, k.Principal, k.Channel, d).Scan(&n); err != nil {
+			return err
 		}
-		if n == 1 {
-			changed = true
+		if n <= 0 {
+			if _, err := w.st(sqlCountDrop).Exec(k.app, k.Kind, k.Principal, k.Channel); err != nil {
+				return err
+			}
+		}
+		if (n > 0) != (n-d > 0) {
+			w.grantApps[k.app] = true
 		}
 	}
-	return changed, nil
+	for app := range w.grantApps {
+		for _, wr := range w.grantWrites[app] {
+			wr.GrantsChanged = true
+		}
+	}
+	return nil
 }
 
 func sameGrants(a, b []store.Grant) bool {

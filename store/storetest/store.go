@@ -33,6 +33,7 @@ var storeTests = []test{
 	{"ConcurrentCommitsOneHead", testStoreConcurrentOneHead},
 	{"Channels", testStoreChannels},
 	{"Grants", testStoreGrants},
+	{"GrantsChanged", testStoreGrantsChanged},
 	{"CodeVersions", testStoreCode},
 	{"CodeFiles", testStoreCodeFiles},
 	{"Reopen", testStoreReopen},
@@ -1008,5 +1009,86 @@ func testStoreCode(t *testing.T, e *env) {
 	active(3, "v3", "")
 	if a, _ := e.st.App(e.ctx, "alice", "jobs"); a.AccessTimeout != 250*time.Millisecond {
 		t.Fatalf("AccessTimeout after reopen = %v", a.AccessTimeout)
+	}
+}
+
+// testStoreGrantsChanged: Commit reports a write that made a grant
+// appear or vanish, and not one that left the grants in force as they
+// were; writes committed together report the change of their sum.
+func testStoreGrantsChanged(t *testing.T, e *env) {
+	app := e.app("alice", "jobs")
+	bob, staff := g("user", "bob", "c"), g("role", "staff", "c")
+	steps := []struct {
+		what    string
+		id      string
+		base    string
+		deleted bool
+		grants  []store.Grant
+		changed bool
+	}{
+		{"a document gives a grant", "g1", "", false, []store.Grant{bob}, true},
+		{"it gives the same grant again", "g1", "1-a", false, []store.Grant{bob}, false},
+		{"another document gives the same grant", "g2", "", false, []store.Grant{bob}, false},
+		{"the first lets go of it, the second still gives it", "g1", "2-a", false, nil, false},
+		{"a plain document", "p", "", false, nil, false},
+		{"the second gives another grant as well", "g2", "1-a", false, []store.Grant{bob, staff}, true},
+		{"the second is deleted", "g2", "2-a", true, nil, true},
+	}
+	revs := map[string]int{}
+	for _, st := range steps {
+		revs[st.id]++
+		body := `{}`
+		if st.deleted {
+			body = ""
+		}
+		w := e.write(app, "d", st.id, st.base, fmt.Sprintf("%d-a", revs[st.id]), body)
+		w.Grants = st.grants
+		e.commit(w)
+		if w.GrantsChanged != st.changed {
+			t.Fatalf("%s: GrantsChanged = %v, want %v", st.what, w.GrantsChanged, st.changed)
+		}
+	}
+
+	// Many new documents giving one grant, committed together: the grant
+	// counts every one of them, and at least one write reports it.
+	crew := g("role", "crew", "c")
+	var ws []*store.Write
+	for i := range 40 {
+		w := e.write(app, "d", fmt.Sprintf("crew-%02d", i), "", "1-a", `{}`)
+		w.Grants = []store.Grant{crew}
+		ws = append(ws, w)
+	}
+	e.commitAll(ws)
+	if !slices.ContainsFunc(ws, func(w *store.Write) bool { return w.GrantsChanged }) {
+		t.Fatal("40 documents gave a new grant and no write reported GrantsChanged")
+	}
+	// They let go of it one by one, together: the grant stays in force
+	// until the last, and goes with it.
+	for i, w := range ws {
+		w2 := e.write(app, "d", w.ID, "1-a", "2-a", `{}`)
+		w2.Grants = nil
+		if i < len(ws)-1 {
+			ws[i] = w2
+			continue
+		}
+		e.commitAll(ws[:i])
+		gs, err := e.st.GrantsFor(e.ctx, app, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(grantSet(gs), "role:crew:c") {
+			t.Fatalf("with one document still giving role:crew:c, the grants in force are %v", grantSet(gs))
+		}
+		e.commit(w2)
+		if !w2.GrantsChanged {
+			t.Fatal("the last document giving a grant let go of it: GrantsChanged is false")
+		}
+	}
+	gs, err := e.st.GrantsFor(e.ctx, app, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(grantSet(gs), "role:crew:c") {
+		t.Fatalf("no document gives role:crew:c, yet the grants in force are %v", grantSet(gs))
 	}
 }
