@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,15 +78,18 @@ const (
 	sqlAddEvents = `INSERT INTO events (app_id, seq, depth, next_at)
 		SELECT $1, ` + firstSeq + ` + e.n, e.depth, e.next_at
 		FROM (SELECT unnest($3::int8[]) AS n, unnest($4::int4[]) AS depth, unnest($5::int8[]) AS next_at) e`
-	// A grant vanishes when its last document lets go of it: drop the
-	// count if this was the last, else decrement it.
-	sqlCountDrop  = `DELETE FROM grant_counts WHERE app_id = $1 AND kind = $2 AND principal = $3 AND channel = $4 AND n <= 1`
-	sqlCountDown  = `UPDATE grant_counts SET n = n - 1 WHERE app_id = $1 AND kind = $2 AND principal = $3 AND channel = $4`
 	sqlDropGrants = `DELETE FROM grants WHERE app_id = $1 AND db = $2 AND doc_id = $3`
-	sqlAddGrant   = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel) VALUES ($1, $2, $3, $4, $5, $6)`
-	sqlCountUp    = `INSERT INTO grant_counts (app_id, kind, principal, channel, n) VALUES ($1, $2, $3, $4, 1)
-		ON CONFLICT (app_id, kind, principal, channel) DO UPDATE SET n = grant_counts.n + 1 RETURNING n`
-	sqlNotify = `SELECT pg_notify('` + notifyChannel + `', $1::int8::text || ':' || (SELECT seq FROM apps WHERE id = $1)::text)`
+	sqlAddGrants  = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel)
+		SELECT $1, unnest($2::text[]), unnest($3::text[]), unnest($4::text[]), unnest($5::text[]), unnest($6::text[])`
+	// sqlCountGrants moves each grant's count by the batch's net change
+	// ($5); the keys are distinct, as one statement may touch a row once.
+	sqlCountGrants = `INSERT INTO grant_counts (app_id, kind, principal, channel, n)
+		SELECT $1, unnest($2::text[]), unnest($3::text[]), unnest($4::text[]), unnest($5::int8[])
+		ON CONFLICT (app_id, kind, principal, channel) DO UPDATE SET n = grant_counts.n + excluded.n
+		RETURNING kind, principal, channel, n`
+	// A grant vanishes when its last document lets go of it.
+	sqlCountGone = `DELETE FROM grant_counts WHERE app_id = $1 AND kind = $2 AND principal = $3 AND channel = $4 AND n <= 0`
+	sqlNotify    = `SELECT pg_notify('` + notifyChannel + `', $1::int8::text || ':' || (SELECT seq FROM apps WHERE id = $1)::text)`
 )
 
 // commitReq is one Commit waiting for its app's batch.
@@ -258,7 +262,10 @@ type docState struct {
 	found     bool // the database has a head, so the batch updates it
 	hasGrants bool
 	grants    []store.Grant
-	last      int // index in accepted of the last write to it; -1 if none
+	// dbGrants are the grants the database holds for it, which the
+	// batch replaces with grants, those of its last accepted write.
+	dbGrants []store.Grant
+	last     int // index in accepted of the last write to it; -1 if none
 }
 
 // commitTx writes batch in one transaction, filling results. It reports
@@ -342,10 +349,11 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 	}
 
 	// Check each write against its head, earlier writes of the batch
-	// included, and plan the grants each accepted write changes.
-	b = &pgx.Batch{}
-	var accepted []int
-	changed := make([]bool, len(batch))
+	// included, and note the writes that change their document's grants.
+	var accepted, grantWrites []int
+	for _, st := range states {
+		st.dbGrants = st.grants
+	}
 	for i, r := range batch {
 		w := r.w
 		st := states[docKey{w.DB, w.ID}]
@@ -359,11 +367,13 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 		if w.Deleted {
 			grants = nil
 		}
-		if (st.hasGrants || len(grants) > 0) && !sameGrants(st.grants, grants) {
-			queueGrants(b, w, st.grants, grants, &changed[i])
+		if !sameGrants(st.grants, grants) {
+			grantWrites = append(grantWrites, i)
 		}
 		st.grants, st.hasGrants = grants, len(grants) > 0
 	}
+	b = &pgx.Batch{}
+	grantsMoved := queueGrants(b, app, keys, states)
 	if len(accepted) == 0 {
 		for _, k := range keys {
 			s.hints.drop(hintKey{app, k.db, k.id}) // their heads moved
@@ -429,8 +439,13 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 	for _, k := range newDBs {
 		s.dbs.Store(k, struct{}{})
 	}
+	for _, i := range accepted {
+		batch[i].w.GrantsChanged = false
+	}
+	for _, i := range grantWrites {
+		batch[i].w.GrantsChanged = *grantsMoved
+	}
 	for j, i := range accepted {
-		batch[i].w.GrantsChanged = changed[i]
 		results[i] = commitRes{seq: last - n + int64(j) + 1}
 	}
 	for _, k := range keys {
@@ -526,35 +541,73 @@ func queueEvents(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int)
 	}
 }
 
-// queueGrants swaps the document's grants for new ones in grants and
-// grant_counts (how many live documents give each grant), setting
-// *changed when a grant appears or vanishes.
-func queueGrants(b *pgx.Batch, w *store.Write, old, grants []store.Grant, changed *bool) {
-	for _, g := range old {
-		b.Queue(sqlCountDrop, w.AppID, g.Kind, g.Principal, g.Channel).Exec(func(ct pgconn.CommandTag) error {
-			if ct.RowsAffected() > 0 {
-				*changed = true
-			}
-			return nil
-		})
-		b.Queue(sqlCountDown, w.AppID, g.Kind, g.Principal, g.Channel)
+// queueGrants brings grants (each live document's grants) and
+// grant_counts (how many live documents give each grant) from what the
+// database holds to what the batch leaves: the documents' rows are
+// replaced, and each grant's count moves once by its net change, in a
+// few statements whatever the size of the batch. The result, known once
+// the batch has run, is whether a grant appeared or vanished.
+func queueGrants(b *pgx.Batch, app int64, keys []docKey, states map[docKey]*docState) *bool {
+	moved := new(bool)
+	var dbs, ids, kinds, principals, channels []string
+	delta := map[store.Grant]int64{}
+	for _, k := range keys {
+		st := states[k]
+		if sameGrants(st.dbGrants, st.grants) {
+			continue
+		}
+		if len(st.dbGrants) > 0 {
+			b.Queue(sqlDropGrants, app, k.db, k.id)
+		}
+		for _, g := range st.dbGrants {
+			delta[g]--
+		}
+		for _, g := range st.grants {
+			delta[g]++
+			dbs, ids = append(dbs, k.db), append(ids, k.id)
+			kinds, principals, channels = append(kinds, g.Kind), append(principals, g.Principal), append(channels, g.Channel)
+		}
 	}
-	if len(old) > 0 {
-		b.Queue(sqlDropGrants, w.AppID, w.DB, w.ID)
+	if len(dbs) > 0 {
+		b.Queue(sqlAddGrants, app, dbs, ids, kinds, principals, channels)
 	}
-	for _, g := range grants {
-		b.Queue(sqlAddGrant, w.AppID, w.DB, w.ID, g.Kind, g.Principal, g.Channel)
-		b.Queue(sqlCountUp, w.AppID, g.Kind, g.Principal, g.Channel).QueryRow(func(row pgx.Row) error {
+	var counts []store.Grant
+	for g, d := range delta {
+		if d != 0 {
+			counts = append(counts, g)
+		}
+	}
+	if len(counts) == 0 {
+		return moved
+	}
+	slices.SortFunc(counts, func(a, b store.Grant) int {
+		return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.Principal, b.Principal), strings.Compare(a.Channel, b.Channel))
+	})
+	// New slices: the batch holds the ones above until it is sent.
+	ckinds, cprincipals, cchannels := make([]string, len(counts)), make([]string, len(counts)), make([]string, len(counts))
+	ns := make([]int64, len(counts))
+	for i, g := range counts {
+		ckinds[i], cprincipals[i], cchannels[i], ns[i] = g.Kind, g.Principal, g.Channel, delta[g]
+	}
+	b.Queue(sqlCountGrants, app, ckinds, cprincipals, cchannels, ns).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var g store.Grant
 			var n int64
-			if err := row.Scan(&n); err != nil {
+			if err := rows.Scan(&g.Kind, &g.Principal, &g.Channel, &n); err != nil {
 				return err
 			}
-			if n == 1 {
-				*changed = true
+			if (n > 0) != (n-delta[g] > 0) {
+				*moved = true
 			}
-			return nil
-		})
+		}
+		return rows.Err()
+	})
+	for _, g := range counts {
+		if delta[g] < 0 {
+			b.Queue(sqlCountGone, app, g.Kind, g.Principal, g.Channel)
+		}
 	}
+	return moved
 }
 
 func sameGrants(a, b []store.Grant) bool {

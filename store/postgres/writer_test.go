@@ -470,6 +470,91 @@ func TestGroupCommitAcrossNodes(t *testing.T) {
 	}
 }
 
+// TestGrantCountsNetPerBatch: a batch moves each grant's count once, by
+// its net change, and reports a change of the grants in force only when
+// a count leaves or reaches zero.
+func TestGrantCountsNetPerBatch(t *testing.T) {
+	st := openAt(t, freshDB(t))
+	defer st.Close()
+	ctx := context.Background()
+	app := newApp(t, st, "jobs")
+	crew := store.Grant{Kind: "role", Principal: "crew", Channel: "c"}
+	bob := store.Grant{Kind: "user", Principal: "bob", Channel: "c"}
+	count := func(g store.Grant) int64 {
+		t.Helper()
+		var n int64
+		err := st.pool.QueryRow(ctx, `SELECT coalesce(sum(n), 0) FROM grant_counts WHERE app_id = $1 AND kind = $2 AND principal = $3 AND channel = $4`,
+			app, g.Kind, g.Principal, g.Channel).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a := doc(app, "a", "", "1-a", `{}`)
+	a.Grants = []store.Grant{bob}
+	if _, err := st.Commit(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+
+	// In one batch: 30 new documents give crew, and bob's grant passes
+	// from a, its only giver, to b.
+	release, blocker := stallApp(t, st, app)
+	var ws []*store.Write
+	for i := range 30 {
+		w := doc(app, fmt.Sprintf("crew-%02d", i), "", "1-a", `{}`)
+		w.Grants = []store.Grant{crew}
+		ws = append(ws, w)
+	}
+	drop := doc(app, "a", "1-a", "2-a", `{}`)
+	take := doc(app, "b", "", "1-a", `{}`)
+	take.Grants = []store.Grant{bob}
+	ps := commitInOrder(t, st, ctx, append(ws, drop, take)...)
+	release()
+	wait(blocker)
+	wait(ps...)
+	for _, p := range ps {
+		if p.err != nil {
+			t.Fatalf("%s: %v", p.w.ID, p.err)
+		}
+	}
+	if n := count(crew); n != 30 {
+		t.Fatalf("grant_counts for %v = %d, want 30", crew, n)
+	}
+	if n := count(bob); n != 1 {
+		t.Fatalf("grant_counts for %v = %d, want 1", bob, n)
+	}
+	for _, w := range ws {
+		if !w.GrantsChanged {
+			t.Fatalf("%s: GrantsChanged is false in a batch that made %v appear", w.ID, crew)
+		}
+	}
+
+	// In one batch: bob's grant passes back from b to a; nothing else.
+	release = holdApp(t, st, app)
+	blocker = commitAsync(st, ctx, doc(app, "second", "", "1-a", `{}`))
+	waitUntil(t, 30*time.Second, "the second blocker to wait for the app's row", func() bool { return lockWaiters(t, st) == 1 })
+	drop = doc(app, "b", "1-a", "2-a", `{}`)
+	take = doc(app, "a", "2-a", "3-a", `{}`)
+	take.Grants = []store.Grant{bob}
+	ps = commitInOrder(t, st, ctx, drop, take)
+	release()
+	wait(blocker)
+	wait(ps...)
+	if ps[0].err != nil || ps[1].err != nil {
+		t.Fatalf("commits: %v, %v", ps[0].err, ps[1].err)
+	}
+	if drop.GrantsChanged || take.GrantsChanged {
+		t.Fatalf("a grant passed from one document to another: GrantsChanged %v, %v; want false, false", drop.GrantsChanged, take.GrantsChanged)
+	}
+	if n := count(bob); n != 1 {
+		t.Fatalf("grant_counts for %v = %d, want 1", bob, n)
+	}
+	gs, err := st.GrantsFor(ctx, app, "bob")
+	if err != nil || len(gs) != 2 {
+		t.Fatalf("GrantsFor(bob) = %v, %v; want crew's and bob's", gs, err)
+	}
+}
+
 // TestCommitPlansUseKeys: the batch's statements find each row through
 // its key, in the generic plan they run with, on tables too fresh to have
 // statistics: a scan of the app's documents or grants would make every
@@ -498,6 +583,8 @@ func TestCommitPlansUseKeys(t *testing.T) {
 				{"lock", `(int8, text, text[])`, sqlLockHeads, `(1, 'jobs', '{d5,d7}')`, "Index Scan using docs_pkey"},
 				{"grants", `(int8, text, text[])`, sqlDocGrants, `(1, 'jobs', '{d5,d7}')`, "Index Scan using grants_by_doc"},
 				{"save", heads, sqlSaveHeads, headArgs, "Conflict Arbiter Indexes: docs_pkey"},
+				{"count", `(int8, text[], text[], text[], int8[])`, sqlCountGrants, `(1, '{public}', '{""}', '{jobs}', '{1}')`, "Conflict Arbiter Indexes: grant_counts_pkey"},
+				{"gone", `(int8, text, text, text)`, sqlCountGone, `(1, 'public', '', 'jobs')`, "grant_counts_pkey"},
 			} {
 				if _, err := tx.Exec(ctx, `PREPARE `+c.name+` `+c.params+` AS `+c.sql); err != nil {
 					return fmt.Errorf("%s: %w", c.name, err)
