@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/handoff-run/handoff/store"
@@ -113,5 +115,112 @@ func TestGrantCountsNetPerTransaction(t *testing.T) {
 	var rows int
 	if err := st.rdb.QueryRow(`SELECT count(*) FROM grant_counts WHERE app_id = ? AND kind = 'role'`, app).Scan(&rows); err != nil || rows != 0 {
 		t.Fatalf("grant_counts keeps %d rows for a grant nobody gives (%v)", rows, err)
+	}
+}
+
+// checkGrantRows fails unless grant_counts holds, for each grant, the
+// number of grants rows giving it, and no tombstone keeps grants rows.
+func checkGrantRows(t *testing.T, st *Store, app int64) {
+	t.Helper()
+	var wrong int
+	err := st.rdb.QueryRow(`WITH c AS (SELECT kind, principal, channel, n FROM grant_counts WHERE app_id = ?1),
+		g AS (SELECT kind, principal, channel, count(*) AS n FROM grants WHERE app_id = ?1 GROUP BY 1, 2, 3)
+		SELECT (SELECT count(*) FROM c LEFT JOIN g USING (kind, principal, channel) WHERE g.n IS NOT c.n)
+			+ (SELECT count(*) FROM g LEFT JOIN c USING (kind, principal, channel) WHERE c.n IS NOT g.n)
+			+ (SELECT count(*) FROM grants r JOIN docs d ON d.app_id = r.app_id AND d.db = r.db AND d.id = r.doc_id
+				WHERE r.app_id = ?1 AND (d.deleted OR NOT d.has_grants))`, app).Scan(&wrong)
+	if err != nil || wrong != 0 {
+		t.Fatalf("grant_counts and grants disagree in %d places (%v)", wrong, err)
+	}
+}
+
+// TestGrantsThroughOneTransaction writes documents several times in one
+// transaction: grants that move and come back, a delete and a recreate,
+// a refused write, a document created and deleted, a grant given twice.
+// Then a transaction that fails is retried write by write. The counts
+// always match the rows, and the grants in force are those of the live
+// heads.
+func TestGrantsThroughOneTransaction(t *testing.T) {
+	st := open(t, t.TempDir())
+	app := newApp(t, st)
+	role := func(p string) store.Grant { return store.Grant{Kind: "role", Principal: p, Channel: "c"} }
+	w := func(id, base, rev string, deleted bool, gs ...store.Grant) *store.Write {
+		wr := withGrants(put(app, "d", id, `{}`), gs...)
+		wr.BaseRev, wr.Rev, wr.Deleted = base, rev, deleted
+		if deleted {
+			wr.Body = nil
+		}
+		return wr
+	}
+	for _, wr := range []*store.Write{w("x", "", "1-a", false, role("A")), w("y", "", "1-a", false, role("C")), w("z", "", "1-a", false, role("D"))} {
+		if _, err := st.Commit(context.Background(), wr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	together := func(ws ...*store.Write) []error {
+		t.Helper()
+		release, _ := holdWriter(t, st)
+		waits := st.wdb.Stats().WaitCount
+		first := commitAsync(st, put(app, "d", fmt.Sprint("blocker-", ws[0].ID, len(ws)), `{}`))
+		waitWriterBlocked(t, st, waits)
+		var chs []<-chan result
+		for i, wr := range ws {
+			chs = append(chs, commitAsync(st, wr))
+			waitQueued(t, st, i+1)
+		}
+		release()
+		if r := <-first; r.err != nil {
+			t.Fatal(r.err)
+		}
+		var errs []error
+		for _, ch := range chs {
+			errs = append(errs, (<-ch).err)
+		}
+		return errs
+	}
+
+	ws := []*store.Write{
+		w("x", "1-a", "2-a", false, role("B")), w("x", "2-a", "3-a", false, role("A")), // moves and comes back
+		w("y", "1-a", "2-a", true), w("y", "2-a", "3-a", false, role("C")), // deleted, recreated
+		w("z", "9-a", "2-a", false, role("E")), w("z", "1-a", "2-b", false, role("D"), role("E")), // refused, then accepted
+		w("n", "", "1-a", false, role("F")), w("n", "1-a", "2-a", false, role("F"), role("G")), w("n", "2-a", "3-a", true),
+		w("dup", "", "1-a", false, role("H"), role("H")),
+	}
+	for i, err := range together(ws...) {
+		if want := i == 4; (err != nil) != want || want && !errors.Is(err, store.ErrHeadMoved) {
+			t.Fatalf("write %d (%s on %q): %v", i, ws[i].ID, ws[i].BaseRev, err)
+		}
+	}
+	checkGrantRows(t, st, app)
+	if !ws[5].GrantsChanged || !ws[9].GrantsChanged {
+		t.Fatalf("E and H appeared: GrantsChanged %v, %v; want true, true", ws[5].GrantsChanged, ws[9].GrantsChanged)
+	}
+
+	// A write to a missing app fails the transaction; the others are
+	// committed alone, each reporting its own change.
+	bad := w("bad", "", "1-a", false, role("Q"))
+	bad.AppID = app + 1000
+	ws = []*store.Write{w("p1", "", "1-a", false, role("P")), w("x", "3-a", "4-a", false), bad, w("p2", "", "1-a", false, role("P"))}
+	for i, err := range together(ws...) {
+		if (err != nil) != (i == 2) {
+			t.Fatalf("write %d (%s): %v", i, ws[i].ID, err)
+		}
+	}
+	checkGrantRows(t, st, app)
+	if !ws[0].GrantsChanged || !ws[1].GrantsChanged || ws[3].GrantsChanged {
+		t.Fatalf("GrantsChanged: P appears %v, A vanishes %v, P again %v; want true, true, false",
+			ws[0].GrantsChanged, ws[1].GrantsChanged, ws[3].GrantsChanged)
+	}
+	gs, err := st.GrantsFor(context.Background(), app, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range gs {
+		got = append(got, g.Principal)
+	}
+	slices.Sort(got)
+	if want := []string{"C", "D", "E", "H", "P"}; !slices.Equal(got, want) {
+		t.Fatalf("roles in force %v, want %v", got, want)
 	}
 }

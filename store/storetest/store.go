@@ -1049,8 +1049,9 @@ func testStoreGrantsChanged(t *testing.T, e *env) {
 		}
 	}
 
-	// Many new documents giving one grant, committed together: the grant
-	// counts every one of them, and at least one write reports it.
+	// Many new documents giving one grant, committed concurrently (some
+	// together, as the store batches them): the grant counts every one
+	// of them, and at least one write reports it.
 	crew := g("role", "crew", "c")
 	var ws []*store.Write
 	for i := range 40 {
