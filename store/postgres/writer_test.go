@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/handoff-run/handoff/store"
+	"github.com/handoff-run/handoff/store/storetest"
 )
 
 // holdApp locks the app's row in apps, as a batch of another node does
@@ -45,10 +46,31 @@ func holdApp(t *testing.T, st *Store, app int64) (release func()) {
 // after. release lets both go.
 func stallApp(t *testing.T, st *Store, app int64) (release func(), blocker *pending) {
 	t.Helper()
+	return stallAppWith(t, st, app, "first")
+}
+
+// stallAppWith is stallApp with the blocking batch's write to doc id.
+func stallAppWith(t *testing.T, st *Store, app int64, id string) (release func(), blocker *pending) {
+	t.Helper()
 	release = holdApp(t, st, app)
-	blocker = commitAsync(st, context.Background(), doc(app, "first", "", "1-a", `{}`))
-	waitUntil(t, 30*time.Second, "the first batch to wait for the app's row", func() bool { return lockWaiters(t, st) == 1 })
+	blocker = commitAsync(st, context.Background(), doc(app, id, "", "1-a", `{}`))
+	waitUntil(t, 30*time.Second, "a batch to wait for the app's row", func() bool { return lockWaiters(t, st) == 1 })
 	return release, blocker
+}
+
+// inOneBatch commits ws, in order, in one batch of their app (after a
+// blocking write to blockerID) and waits for them all.
+func inOneBatch(t *testing.T, st *Store, blockerID string, ws ...*store.Write) []*pending {
+	t.Helper()
+	release, blocker := stallAppWith(t, st, ws[0].AppID, blockerID)
+	ps := commitInOrder(t, st, context.Background(), ws...)
+	release()
+	wait(blocker)
+	wait(ps...)
+	if blocker.err != nil {
+		t.Fatalf("the blocking write: %v", blocker.err)
+	}
+	return ps
 }
 
 // lockWaiters counts the database's sessions waiting for a lock.
@@ -498,7 +520,6 @@ func TestGrantCountsNetPerBatch(t *testing.T) {
 
 	// In one batch: 30 new documents give crew, and bob's grant passes
 	// from a, its only giver, to b.
-	release, blocker := stallApp(t, st, app)
 	var ws []*store.Write
 	for i := range 30 {
 		w := doc(app, fmt.Sprintf("crew-%02d", i), "", "1-a", `{}`)
@@ -508,11 +529,7 @@ func TestGrantCountsNetPerBatch(t *testing.T) {
 	drop := doc(app, "a", "1-a", "2-a", `{}`)
 	take := doc(app, "b", "", "1-a", `{}`)
 	take.Grants = []store.Grant{bob}
-	ps := commitInOrder(t, st, ctx, append(ws, drop, take)...)
-	release()
-	wait(blocker)
-	wait(ps...)
-	for _, p := range ps {
+	for _, p := range inOneBatch(t, st, "first", append(ws, drop, take)...) {
 		if p.err != nil {
 			t.Fatalf("%s: %v", p.w.ID, p.err)
 		}
@@ -530,16 +547,10 @@ func TestGrantCountsNetPerBatch(t *testing.T) {
 	}
 
 	// In one batch: bob's grant passes back from b to a; nothing else.
-	release = holdApp(t, st, app)
-	blocker = commitAsync(st, ctx, doc(app, "second", "", "1-a", `{}`))
-	waitUntil(t, 30*time.Second, "the second blocker to wait for the app's row", func() bool { return lockWaiters(t, st) == 1 })
 	drop = doc(app, "b", "1-a", "2-a", `{}`)
 	take = doc(app, "a", "2-a", "3-a", `{}`)
 	take.Grants = []store.Grant{bob}
-	ps = commitInOrder(t, st, ctx, drop, take)
-	release()
-	wait(blocker)
-	wait(ps...)
+	ps := inOneBatch(t, st, "second", drop, take)
 	if ps[0].err != nil || ps[1].err != nil {
 		t.Fatalf("commits: %v, %v", ps[0].err, ps[1].err)
 	}
@@ -595,21 +606,6 @@ func TestGrantsThroughOneBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	together := func(ws ...*store.Write) []*pending {
-		t.Helper()
-		release := holdApp(t, st, app)
-		blocker := commitAsync(st, ctx, doc(app, fmt.Sprint("blocker-", ws[0].ID, len(ws)), "", "1-a", `{}`))
-		waitUntil(t, 30*time.Second, "the blocker to wait for the app's row", func() bool { return lockWaiters(t, st) == 1 })
-		ps := commitInOrder(t, st, ctx, ws...)
-		release()
-		wait(blocker)
-		wait(ps...)
-		if blocker.err != nil {
-			t.Fatal(blocker.err)
-		}
-		return ps
-	}
-
 	ws := []*store.Write{
 		w("x", "1-a", "2-a", false, role("B")), w("x", "2-a", "3-a", false, role("A")), // moves and comes back
 		w("y", "1-a", "2-a", true), w("y", "2-a", "3-a", false, role("C")), // deleted, recreated
@@ -617,7 +613,7 @@ func TestGrantsThroughOneBatch(t *testing.T) {
 		w("n", "", "1-a", false, role("F")), w("n", "1-a", "2-a", false, role("F"), role("G")), w("n", "2-a", "3-a", true),
 		w("dup", "", "1-a", false, role("H"), role("H")),
 	}
-	for i, p := range together(ws...) {
+	for i, p := range inOneBatch(t, st, "blocker-1", ws...) {
 		if want := i == 4; (p.err != nil) != want || want && !errors.Is(p.err, store.ErrHeadMoved) {
 			t.Fatalf("write %d (%s on %q): %v", i, p.w.ID, p.w.BaseRev, p.err)
 		}
@@ -630,7 +626,7 @@ func TestGrantsThroughOneBatch(t *testing.T) {
 	// PostgreSQL refuses a NUL in text: the batch fails, and the others
 	// are committed alone, each reporting its own change.
 	ws = []*store.Write{w("p1", "", "1-a", false, role("P")), w("x", "3-a", "4-a", false), w("bad", "", "1-a", false, role("Q\x00")), w("p2", "", "1-a", false, role("P"))}
-	for i, p := range together(ws...) {
+	for i, p := range inOneBatch(t, st, "blocker-2", ws...) {
 		if (p.err != nil) != (i == 2) {
 			t.Fatalf("write %d (%s): %v", i, p.w.ID, p.err)
 		}
@@ -640,18 +636,7 @@ func TestGrantsThroughOneBatch(t *testing.T) {
 		t.Fatalf("GrantsChanged: P appears %v, A vanishes %v, P again %v; want true, true, false",
 			ws[0].GrantsChanged, ws[1].GrantsChanged, ws[3].GrantsChanged)
 	}
-	gs, err := st.GrantsFor(ctx, app, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, g := range gs {
-		got = append(got, g.Principal)
-	}
-	slices.Sort(got)
-	if want := []string{"C", "D", "E", "H", "P"}; !slices.Equal(got, want) {
-		t.Fatalf("roles in force %v, want %v", got, want)
-	}
+	storetest.WantRoles(t, st, app, "C", "D", "E", "H", "P")
 }
 
 // TestCommitPlansUseKeys: the batch's statements find each row through

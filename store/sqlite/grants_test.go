@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/handoff-run/handoff/store"
+	"github.com/handoff-run/handoff/store/storetest"
 )
 
 // commitTogether commits ws in one transaction: the writer is held while
@@ -211,16 +211,5 @@ func TestGrantsThroughOneTransaction(t *testing.T) {
 		t.Fatalf("GrantsChanged: P appears %v, A vanishes %v, P again %v; want true, true, false",
 			ws[0].GrantsChanged, ws[1].GrantsChanged, ws[3].GrantsChanged)
 	}
-	gs, err := st.GrantsFor(context.Background(), app, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, g := range gs {
-		got = append(got, g.Principal)
-	}
-	slices.Sort(got)
-	if want := []string{"C", "D", "E", "H", "P"}; !slices.Equal(got, want) {
-		t.Fatalf("roles in force %v, want %v", got, want)
-	}
+	storetest.WantRoles(t, st, app, "C", "D", "E", "H", "P")
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -1091,5 +1092,27 @@ func testStoreGrantsChanged(t *testing.T, e *env) {
 	}
 	if slices.Contains(grantSet(gs), "role:crew:c") {
 		t.Fatalf("no document gives role:crew:c, yet the grants in force are %v", grantSet(gs))
+	}
+}
+
+// WantRoles fails t unless the roles granted in app (grants of kind
+// "role", whoever reads) are want, in any order. Store tests of batching
+// use it after writes the suite cannot force into one transaction.
+func WantRoles(t *testing.T, st store.Store, app int64, want ...string) {
+	t.Helper()
+	gs, err := st.GrantsFor(context.Background(), app, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range gs {
+		if g.Kind == "role" {
+			got = append(got, g.Principal)
+		}
+	}
+	slices.Sort(got)
+	want = slices.Sorted(slices.Values(want))
+	if !slices.Equal(got, want) {
+		t.Fatalf("roles in force %v, want %v", got, want)
 	}
 }
