@@ -420,17 +420,21 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 	// Once sent the batch may commit: wait for the answer whatever
 	// happens to the callers.
 	err = c.SendBatch(ctx, rt2).Close()
-	if err != nil && !committed && last > 0 && !c.IsClosed() && c.PgConn().TxStatus() == 'I' {
+	var pe *pgconn.PgError
+	refused := errors.As(err, &pe) // by the server, not by a callback here
+	idle := !c.IsClosed() && c.PgConn().TxStatus() == 'I'
+	if err != nil && !committed && last > 0 && idle && !refused {
 		// The pipeline stopped reading early, but the transaction ended
 		// without failing: only COMMIT ends it so.
 		committed = true
 	}
 	if err != nil && !committed {
 		// A failed statement aborts the transaction, which then cannot
-		// commit; a lost connection leaves the outcome unknown.
-		aborted := !c.IsClosed() && c.PgConn().TxStatus() == 'E'
-		var pe *pgconn.PgError
-		if aborted && errors.As(err, &pe) && pe.Code == uniqueViolation && pe.ConstraintName == "docs_pkey" {
+		// commit; so does a COMMIT the server refused (a deferred check
+		// failed), which leaves the connection idle. A lost connection
+		// leaves the outcome unknown.
+		aborted := !c.IsClosed() && c.PgConn().TxStatus() == 'E' || refused && idle
+		if aborted && refused && pe.Code == uniqueViolation && pe.ConstraintName == "docs_pkey" {
 			return true, errNewDocRace
 		}
 		return aborted, err

@@ -297,6 +297,45 @@ func TestGroupCommitBadWrite(t *testing.T) {
 	}
 }
 
+// TestGroupCommitRefusedAtCommit: a batch whose COMMIT the server refuses
+// (here a deferred check, run at commit) did not commit, though the
+// connection ends idle as after a commit: its writes are tried alone and
+// only the refused one fails.
+func TestGroupCommitRefusedAtCommit(t *testing.T) {
+	st := openAt(t, freshDB(t))
+	defer st.Close()
+	ctx := context.Background()
+	app := newApp(t, st, "jobs")
+	if _, err := st.pool.Exec(ctx, `CREATE FUNCTION refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF NEW.id = 'refused' THEN RAISE EXCEPTION 'refused at commit'; END IF; RETURN NULL; END $$;
+		CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT ON revisions DEFERRABLE INITIALLY DEFERRED
+		FOR EACH ROW EXECUTE FUNCTION refuse_at_commit()`); err != nil {
+		t.Fatal(err)
+	}
+	ps := inOneBatch(t, st, "first",
+		doc(app, "a", "", "1-a", `{"a":1}`),
+		doc(app, "refused", "", "1-a", `{}`),
+		doc(app, "c", "", "1-a", `{"c":1}`),
+	)
+	if ps[0].err != nil || ps[2].err != nil || ps[0].seq != 2 || ps[2].seq != 3 {
+		t.Fatalf("good writes: %d %v, %d %v; want seqs 2 and 3", ps[0].seq, ps[0].err, ps[2].seq, ps[2].err)
+	}
+	if ps[1].err == nil || !strings.Contains(ps[1].err.Error(), "refused at commit") {
+		t.Fatalf("write refused at commit: seq %d, %v; want the server's error", ps[1].seq, ps[1].err)
+	}
+	for _, id := range []string{"a", "c"} {
+		if d, err := st.Get(ctx, app, "jobs", id); err != nil || d == nil {
+			t.Fatalf("Get(%s) = %+v, %v; want the committed head", id, d, err)
+		}
+	}
+	if d, err := st.Get(ctx, app, "jobs", "refused"); err != nil || d != nil {
+		t.Fatalf("Get of the refused write = %+v, %v", d, err)
+	}
+	if seq, _ := st.LastSeq(ctx, app); seq != 3 {
+		t.Fatalf("LastSeq = %d, want 3", seq)
+	}
+}
+
 // TestGroupCommitCancelQueued: a caller that gives up while its write is
 // still queued gets its context's error, and the write is never made.
 func TestGroupCommitCancelQueued(t *testing.T) {
