@@ -547,10 +547,12 @@ func queueEvents(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int)
 
 // queueGrants brings grants (each live document's grants) and
 // grant_counts (how many live documents give each grant) from what the
-// database holds to what the batch leaves: the documents' rows are
-// replaced, and each grant's count moves once by its net change, in a
-// few statements whatever the size of the batch. The result, known once
-// the batch has run, is whether a grant appeared or vanished.
+// database holds to what the batch leaves: the new rows go in with one
+// statement, and each grant's count moves once by its net change, with
+// one statement for all of them. Only letting go of grants costs a
+// statement each: one per document to drop its rows, one per grant whose
+// count fell, to drop it at zero. The result, known once the batch has
+// run, is whether a grant appeared or vanished.
 func queueGrants(b *pgx.Batch, app int64, keys []docKey, states map[docKey]*docState) *bool {
 	moved := new(bool)
 	var dbs, ids, kinds, principals, channels []string
