@@ -631,40 +631,31 @@ func TestGrantsThroughOneBatch(t *testing.T) {
 	defer st.Close()
 	ctx := context.Background()
 	app := newApp(t, st, "jobs")
-	role := func(p string) store.Grant { return store.Grant{Kind: "role", Principal: p, Channel: "c"} }
-	w := func(id, base, rev string, deleted bool, gs ...store.Grant) *store.Write {
-		wr := doc(app, id, base, rev, `{}`)
-		wr.Deleted, wr.Grants = deleted, gs
-		if deleted {
-			wr.Body = nil
-		}
-		return wr
-	}
-	for _, wr := range []*store.Write{w("x", "", "1-a", false, role("A")), w("y", "", "1-a", false, role("C")), w("z", "", "1-a", false, role("D"))} {
-		if _, err := st.Commit(ctx, wr); err != nil {
+	first, ws, refused, appear, roles := storetest.GrantRewrites(app, "jobs", t0)
+	for _, w := range first {
+		if _, err := st.Commit(ctx, w); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ws := []*store.Write{
-		w("x", "1-a", "2-a", false, role("B")), w("x", "2-a", "3-a", false, role("A")), // moves and comes back
-		w("y", "1-a", "2-a", true), w("y", "2-a", "3-a", false, role("C")), // deleted, recreated
-		w("z", "9-a", "2-a", false, role("E")), w("z", "1-a", "2-b", false, role("D"), role("E")), // refused, then accepted
-		w("n", "", "1-a", false, role("F")), w("n", "1-a", "2-a", false, role("F"), role("G")), w("n", "2-a", "3-a", true),
-		w("dup", "", "1-a", false, role("H"), role("H")),
-	}
 	for i, p := range inOneBatch(t, st, "blocker-1", ws...) {
-		if want := i == 4; (p.err != nil) != want || want && !errors.Is(p.err, store.ErrHeadMoved) {
+		if want := i == refused; (p.err != nil) != want || want && !errors.Is(p.err, store.ErrHeadMoved) {
 			t.Fatalf("write %d (%s on %q): %v", i, p.w.ID, p.w.BaseRev, p.err)
 		}
 	}
 	checkGrantRows(t, st, app)
-	if !ws[5].GrantsChanged || !ws[9].GrantsChanged {
-		t.Fatalf("E and H appeared: GrantsChanged %v, %v; want true, true", ws[5].GrantsChanged, ws[9].GrantsChanged)
+	for _, i := range appear {
+		if !ws[i].GrantsChanged {
+			t.Fatalf("write %d (%s) made a role appear: GrantsChanged is false", i, ws[i].ID)
+		}
 	}
+	storetest.WantRoles(t, st, app, roles...)
 
 	// PostgreSQL refuses a NUL in text: the batch fails, and the others
 	// are committed alone, each reporting its own change.
-	ws = []*store.Write{w("p1", "", "1-a", false, role("P")), w("x", "3-a", "4-a", false), w("bad", "", "1-a", false, role("Q\x00")), w("p2", "", "1-a", false, role("P"))}
+	role := func(p string) []store.Grant { return []store.Grant{{Kind: "role", Principal: p, Channel: "c"}} }
+	p1, p2, bad := doc(app, "p1", "", "1-a", `{}`), doc(app, "p2", "", "1-a", `{}`), doc(app, "bad", "", "1-a", `{}`)
+	p1.Grants, p2.Grants, bad.Grants = role("P"), role("P"), role("Q\x00")
+	ws = []*store.Write{p1, doc(app, "x", "3-a", "4-a", `{}`), bad, p2}
 	for i, p := range inOneBatch(t, st, "blocker-2", ws...) {
 		if (p.err != nil) != (i == 2) {
 			t.Fatalf("write %d (%s): %v", i, p.w.ID, p.err)

@@ -5,33 +5,46 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/storetest"
 )
 
-// commitTogether commits ws in one transaction: the writer is held while
-// they queue, then released.
-func commitTogether(t *testing.T, st *Store, ws []*store.Write) {
+// inOneTransaction commits ws in one transaction, after a write to
+// blockerID that the writer takes alone while it is held, and returns
+// each write's error. A refused write (head moved) does not fail the
+// transaction.
+func inOneTransaction(t *testing.T, st *Store, blockerID string, ws ...*store.Write) []error {
 	t.Helper()
 	release, commits := holdWriter(t, st)
 	waits := st.wdb.Stats().WaitCount
-	first := commitAsync(st, ws[0])
+	blocker := commitAsync(st, put(ws[0].AppID, "d", blockerID, `{}`))
 	waitWriterBlocked(t, st, waits)
-	var rest []<-chan result
-	for i, w := range ws[1:] {
-		rest = append(rest, commitAsync(st, w))
+	var chs []<-chan result
+	for i, w := range ws {
+		chs = append(chs, commitAsync(st, w))
 		waitQueued(t, st, i+1)
 	}
 	release()
-	for i, ch := range append([]<-chan result{first}, rest...) {
-		if r := <-ch; r.err != nil {
-			t.Fatalf("commit %d: %v", i, r.err)
-		}
+	if r := <-blocker; r.err != nil {
+		t.Fatalf("the blocking write: %v", r.err)
 	}
-	// The first went alone while the writer was held; the rest together.
-	if n := commits.Load(); len(ws) > 1 && n != 2 {
-		t.Fatalf("%d writes took %d transactions, want 2", len(ws), n)
+	var errs []error
+	for _, ch := range chs {
+		errs = append(errs, (<-ch).err)
+	}
+	// A write that fails its transaction has the others retried alone.
+	if n := commits.Load(); n != 2 && errors.Join(errs...) == nil {
+		t.Fatalf("the blocking write and %d more took %d transactions, want 2", len(ws), n)
+	}
+	return errs
+}
+
+func mustCommit(t *testing.T, errs []error) {
+	t.Helper()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -65,13 +78,16 @@ func TestGrantCountsNetPerTransaction(t *testing.T) {
 	for i := range 30 {
 		ws = append(ws, withGrants(put(app, "d", fmt.Sprintf("crew-%02d", i), `{}`), crew))
 	}
-	commitTogether(t, st, ws)
+	if _, err := st.Commit(context.Background(), ws[0]); err != nil {
+		t.Fatal(err)
+	}
+	mustCommit(t, inOneTransaction(t, st, "blocker-1", ws[1:]...))
 	if n := countOf(t, st, app, crew); n != 30 {
 		t.Fatalf("grant_counts for %v = %d, want 30", crew, n)
 	}
 	for i, w := range ws[1:] {
-		// ws[0] committed alone and made the grant appear; the others
-		// added to a count that was already above zero.
+		// ws[0] made the grant appear; the others, together, added to a
+		// count that was already above zero.
 		if w.GrantsChanged {
 			t.Fatalf("write %d: GrantsChanged, but the grant was in force already", i+1)
 		}
@@ -88,7 +104,7 @@ func TestGrantCountsNetPerTransaction(t *testing.T) {
 	}
 	drop := withGrants(&store.Write{AppID: app, DB: "d", ID: "a", BaseRev: "1-a", Rev: "2-a", Body: []byte(`{}`), Path: "http", Time: a.Time})
 	take := withGrants(put(app, "d", "b", `{}`), bob)
-	commitTogether(t, st, []*store.Write{withGrants(put(app, "d", "filler", `{}`)), drop, take})
+	mustCommit(t, inOneTransaction(t, st, "blocker-2", drop, take))
 	if drop.GrantsChanged || take.GrantsChanged {
 		t.Fatalf("a grant passed from one document to another: GrantsChanged %v, %v; want false, false", drop.GrantsChanged, take.GrantsChanged)
 	}
@@ -101,7 +117,7 @@ func TestGrantCountsNetPerTransaction(t *testing.T) {
 	for i := range 29 {
 		ws = append(ws, withGrants(&store.Write{AppID: app, DB: "d", ID: fmt.Sprintf("crew-%02d", i), BaseRev: "1-a", Rev: "2-a", Body: []byte(`{}`), Path: "http", Time: a.Time}))
 	}
-	commitTogether(t, st, ws)
+	mustCommit(t, inOneTransaction(t, st, "blocker-3", ws...))
 	if n := countOf(t, st, app, crew); n != 1 {
 		t.Fatalf("grant_counts for %v = %d, want 1", crew, n)
 	}
@@ -143,65 +159,33 @@ func checkGrantRows(t *testing.T, st *Store, app int64) {
 func TestGrantsThroughOneTransaction(t *testing.T) {
 	st := open(t, t.TempDir())
 	app := newApp(t, st)
-	role := func(p string) store.Grant { return store.Grant{Kind: "role", Principal: p, Channel: "c"} }
-	w := func(id, base, rev string, deleted bool, gs ...store.Grant) *store.Write {
-		wr := withGrants(put(app, "d", id, `{}`), gs...)
-		wr.BaseRev, wr.Rev, wr.Deleted = base, rev, deleted
-		if deleted {
-			wr.Body = nil
-		}
-		return wr
-	}
-	for _, wr := range []*store.Write{w("x", "", "1-a", false, role("A")), w("y", "", "1-a", false, role("C")), w("z", "", "1-a", false, role("D"))} {
-		if _, err := st.Commit(context.Background(), wr); err != nil {
+	first, ws, refused, appear, roles := storetest.GrantRewrites(app, "d", time.Now())
+	for _, w := range first {
+		if _, err := st.Commit(context.Background(), w); err != nil {
 			t.Fatal(err)
 		}
 	}
-	together := func(ws ...*store.Write) []error {
-		t.Helper()
-		release, _ := holdWriter(t, st)
-		waits := st.wdb.Stats().WaitCount
-		first := commitAsync(st, put(app, "d", fmt.Sprint("blocker-", ws[0].ID, len(ws)), `{}`))
-		waitWriterBlocked(t, st, waits)
-		var chs []<-chan result
-		for i, wr := range ws {
-			chs = append(chs, commitAsync(st, wr))
-			waitQueued(t, st, i+1)
-		}
-		release()
-		if r := <-first; r.err != nil {
-			t.Fatal(r.err)
-		}
-		var errs []error
-		for _, ch := range chs {
-			errs = append(errs, (<-ch).err)
-		}
-		return errs
-	}
-
-	ws := []*store.Write{
-		w("x", "1-a", "2-a", false, role("B")), w("x", "2-a", "3-a", false, role("A")), // moves and comes back
-		w("y", "1-a", "2-a", true), w("y", "2-a", "3-a", false, role("C")), // deleted, recreated
-		w("z", "9-a", "2-a", false, role("E")), w("z", "1-a", "2-b", false, role("D"), role("E")), // refused, then accepted
-		w("n", "", "1-a", false, role("F")), w("n", "1-a", "2-a", false, role("F"), role("G")), w("n", "2-a", "3-a", true),
-		w("dup", "", "1-a", false, role("H"), role("H")),
-	}
-	for i, err := range together(ws...) {
-		if want := i == 4; (err != nil) != want || want && !errors.Is(err, store.ErrHeadMoved) {
+	for i, err := range inOneTransaction(t, st, "blocker-1", ws...) {
+		if want := i == refused; (err != nil) != want || want && !errors.Is(err, store.ErrHeadMoved) {
 			t.Fatalf("write %d (%s on %q): %v", i, ws[i].ID, ws[i].BaseRev, err)
 		}
 	}
 	checkGrantRows(t, st, app)
-	if !ws[5].GrantsChanged || !ws[9].GrantsChanged {
-		t.Fatalf("E and H appeared: GrantsChanged %v, %v; want true, true", ws[5].GrantsChanged, ws[9].GrantsChanged)
+	for _, i := range appear {
+		if !ws[i].GrantsChanged {
+			t.Fatalf("write %d (%s) made a role appear: GrantsChanged is false", i, ws[i].ID)
+		}
 	}
+	storetest.WantRoles(t, st, app, roles...)
 
 	// A write to a missing app fails the transaction; the others are
 	// committed alone, each reporting its own change.
-	bad := w("bad", "", "1-a", false, role("Q"))
-	bad.AppID = app + 1000
-	ws = []*store.Write{w("p1", "", "1-a", false, role("P")), w("x", "3-a", "4-a", false), bad, w("p2", "", "1-a", false, role("P"))}
-	for i, err := range together(ws...) {
+	role := func(p string) store.Grant { return store.Grant{Kind: "role", Principal: p, Channel: "c"} }
+	bad := withGrants(put(app+1000, "d", "bad", `{}`), role("Q"))
+	ws = []*store.Write{withGrants(put(app, "d", "p1", `{}`), role("P")),
+		withGrants(&store.Write{AppID: app, DB: "d", ID: "x", BaseRev: "3-a", Rev: "4-a", Body: []byte(`{}`), Path: "http", Time: time.Now()}),
+		bad, withGrants(put(app, "d", "p2", `{}`), role("P"))}
+	for i, err := range inOneTransaction(t, st, "blocker-2", ws...) {
 		if (err != nil) != (i == 2) {
 			t.Fatalf("write %d (%s): %v", i, ws[i].ID, err)
 		}

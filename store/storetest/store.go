@@ -1116,3 +1116,32 @@ func WantRoles(t *testing.T, st store.Store, app int64, want ...string) {
 		t.Fatalf("roles in force %v, want %v", got, want)
 	}
 }
+
+// GrantRewrites is a scenario for store tests of batching: writes that
+// take documents' grants through several changes within one
+// transaction. first are to be committed one by one beforehand; then
+// together, in one transaction, where the write at index refused has a
+// stale base rev, and the writes at indexes appear make a role appear
+// (E and H). Afterwards the roles in force are roles. In together,
+// document x's grant moves and comes back, y is deleted and recreated,
+// n is created, changed and deleted, and dup gives one grant twice.
+func GrantRewrites(app int64, db string, at time.Time) (first, together []*store.Write, refused int, appear []int, roles []string) {
+	role := func(p string) store.Grant { return store.Grant{Kind: "role", Principal: p, Channel: "c"} }
+	w := func(id, base, rev string, deleted bool, gs ...store.Grant) *store.Write {
+		wr := &store.Write{AppID: app, DB: db, ID: id, BaseRev: base, Rev: rev, Deleted: deleted,
+			Path: "http", Time: at, Channels: []string{}, Grants: gs}
+		if !deleted {
+			wr.Body = []byte(`{}`)
+		}
+		return wr
+	}
+	first = []*store.Write{w("x", "", "1-a", false, role("A")), w("y", "", "1-a", false, role("C")), w("z", "", "1-a", false, role("D"))}
+	together = []*store.Write{
+		w("x", "1-a", "2-a", false, role("B")), w("x", "2-a", "3-a", false, role("A")),
+		w("y", "1-a", "2-a", true), w("y", "2-a", "3-a", false, role("C")),
+		w("z", "9-a", "2-a", false, role("E")), w("z", "1-a", "2-b", false, role("D"), role("E")),
+		w("n", "", "1-a", false, role("F")), w("n", "1-a", "2-a", false, role("F"), role("G")), w("n", "2-a", "3-a", true),
+		w("dup", "", "1-a", false, role("H"), role("H")),
+	}
+	return first, together, 4, []int{5, 9}, []string{"A", "C", "D", "E", "H"}
+}
