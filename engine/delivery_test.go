@@ -60,6 +60,20 @@ type deliveryEnv struct {
 	owner engine.Actor
 }
 
+// deployGoApp creates alice and her app alice/app on e, deployed with
+// the engine's Go backend.
+func deployGoApp(t *testing.T, e *engine.Engine) {
+	t.Helper()
+	ctx := context.Background()
+	tok, _ := e.Bootstrap(ctx, "")
+	admin, _ := e.Authenticate(ctx, tok)
+	e.AddUser(ctx, admin, "alice")
+	e.CreateApp(ctx, admin, "alice/app", false)
+	if _, err := e.Deploy(ctx, admin, "alice/app", "", "// go backend"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func newDeliveryEnv(t *testing.T, b *goBackend) *deliveryEnv {
 	t.Helper()
 	ctx := context.Background()
@@ -75,13 +89,7 @@ func newDeliveryEnv(t *testing.T, b *goBackend) *deliveryEnv {
 		b.cfg.OnChange.Timeout = engine.DefaultRunTimeout
 	}
 	e := engine.New(st, engine.Options{Clock: clk, Runtime: nopRuntime{}, Backends: goCompiler{b}})
-	tok, _ := e.Bootstrap(ctx, "")
-	admin, _ := e.Authenticate(ctx, tok)
-	e.AddUser(ctx, admin, "alice")
-	e.CreateApp(ctx, admin, "alice/app", false)
-	if _, err := e.Deploy(ctx, admin, "alice/app", "", "// go backend"); err != nil {
-		t.Fatal(err)
-	}
+	deployGoApp(t, e)
 	if err := e.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -209,13 +217,7 @@ func startWithWaiting(t *testing.T, st store.Store, b *goBackend, n int, o engin
 	o.Clock = clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC))
 	o.Runtime, o.Backends = nopRuntime{}, goCompiler{b}
 	e := engine.New(st, o)
-	tok, _ := e.Bootstrap(ctx, "")
-	admin, _ := e.Authenticate(ctx, tok)
-	e.AddUser(ctx, admin, "alice")
-	e.CreateApp(ctx, admin, "alice/app", false)
-	if _, err := e.Deploy(ctx, admin, "alice/app", "", "// go backend"); err != nil {
-		t.Fatal(err)
-	}
+	deployGoApp(t, e)
 	for i := range n {
 		if _, err := e.Put(ctx, engine.Actor{User: "alice"}, "alice/app", "jobs", fmt.Sprint("j", i), []byte(`{}`), engine.PutOptions{}); err != nil {
 			t.Fatal(err)
