@@ -27,7 +27,7 @@ func (c *cli) benchJobsCmd() *cobra.Command {
 		quiet      bool
 	)
 	cmd := &cobra.Command{
-		Use:   "jobs [--jobs N] [--rate R] [--concurrency C] [--light] [--postgres URL]",
+		Use:   "jobs [--jobs N] [--rate R] [--concurrency C] [--light] [--postgres URL] [--handlers js|go]",
 		Short: "Run the job pattern of examples/jobs in process and time it",
 		Long: `Run the job pattern in this process, on a fresh embedded store in a
 temporary directory (durable: every write is fsynced before it returns),
@@ -46,7 +46,12 @@ done), and checks in the ledger that every job reached done exactly once.
 The JSON result goes to stdout, a short table to stderr. --light offers
 200 jobs at 100 jobs/s (the latency numbers); the default puts 5000 jobs
 as fast as the clients can (the throughput number). Exit 1 if a job did
-not end done exactly once.`,
+not end done exactly once.
+
+--handlers go swaps the JavaScript for the same transition table and
+handlers written in Go, built into the bench: apps can't be written that
+way, but the run shows what the engine and the store cost on their own,
+so the difference is what JavaScript adds to a job.`,
 		Args: noArgs,
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			fl := cmd.Flags()
@@ -76,11 +81,17 @@ not end done exactly once.`,
 			if o.Concurrency <= 0 {
 				return usageError{fmt.Sprintf("--concurrency must be at least 1, got %d", o.Concurrency)}
 			}
+			if o.Handlers != bench.HandlersJS && o.Handlers != bench.HandlersGo {
+				return usageError{fmt.Sprintf("--handlers must be %s (examples/jobs) or %s (the same in Go), got %q", bench.HandlersJS, bench.HandlersGo, o.Handlers)}
+			}
 			if !quiet {
 				o.Progress = c.stderr
 				where := "durable store in a temp dir"
 				if o.Postgres != "" {
 					where = "a fresh database on " + postgres.Redact(o.Postgres)
+				}
+				if o.Handlers == bench.HandlersGo {
+					where += ", handlers in Go"
 				}
 				fmt.Fprintf(c.stderr, "bench jobs: %d jobs, %s, %d clients, %s\n",
 					o.Jobs, rateText(o.Rate), o.Concurrency, where)
@@ -124,6 +135,7 @@ not end done exactly once.`,
 	fl.IntVar(&o.Concurrency, "concurrency", 16, "clients putting jobs at once")
 	fl.BoolVar(&light, "light", false, "light load for the latency numbers: 200 jobs at 100 jobs/s, 4 clients (unless set)")
 	fl.StringVar(&o.Postgres, "postgres", "", "PostgreSQL server URL, postgres://USER:PASSWORD@HOST:PORT/DB: run on a fresh database created there (default $HANDOFF_POSTGRES)")
+	fl.StringVar(&o.Handlers, "handlers", bench.HandlersJS, "js: examples/jobs' access.js and backend.js; go: the same table and handlers in Go, to measure the engine and store without JavaScript")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	fl.BoolVar(&quiet, "quiet", false, "no progress lines and no table on stderr")
 	return cmd
@@ -140,7 +152,7 @@ func printJobsTable(w io.Writer, r *bench.JobsResult) {
 	row := func(name string, l bench.Latency) {
 		fmt.Fprintf(w, "  %-20s %9.3f %9.3f %9.3f %9.3f %8d\n", name, l.P50, l.P90, l.P99, l.Max, l.Count)
 	}
-	fmt.Fprintf(w, "  store: %s\n", r.Store)
+	fmt.Fprintf(w, "  store: %s, handlers: %s\n", r.Store, r.Handlers)
 	fmt.Fprintf(w, "  %-20s %9s %9s %9s %9s %8s\n", "latency (ms)", "p50", "p90", "p99", "max", "n")
 	row("commit → onChange", r.Delivery)
 	row("pending → done", r.Job)

@@ -57,6 +57,7 @@ func TestBenchJobsUsage(t *testing.T) {
 		{"bench", "jobs", "--jobs", "0"},
 		{"bench", "jobs", "--rate", "-1"},
 		{"bench", "jobs", "--concurrency", "0"},
+		{"bench", "jobs", "--handlers", "lua"},
 		{"bench", "nope"},
 	} {
 		if _, stderr, code := runIn(t, nil, "", args...); code != 2 {

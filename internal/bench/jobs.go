@@ -57,7 +57,17 @@ type JobsOptions struct {
 	Logger *slog.Logger
 	// Progress, when set, gets a line now and then while the run lasts.
 	Progress io.Writer
+	// Handlers is HandlersJS (default): examples/jobs as deployed; or
+	// HandlersGo: the same table and handlers in Go (gojobs.go), to
+	// measure the engine and the store without JavaScript.
+	Handlers string
 }
+
+// The values of JobsOptions.Handlers.
+const (
+	HandlersJS = "js"
+	HandlersGo = "go"
+)
 
 // Latency summarises durations in milliseconds.
 type Latency struct {
@@ -87,7 +97,8 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // JobsResult is what one run measured.
 type JobsResult struct {
-	Store       string  `json:"store"` // StoreSQLite or StorePostgres
+	Store       string  `json:"store"`    // StoreSQLite or StorePostgres
+	Handlers    string  `json:"handlers"` // HandlersJS or HandlersGo
 	Jobs        int     `json:"jobs"`
 	Rate        float64 `json:"rate"` // offered jobs/s, 0: as fast as possible
 	Concurrency int     `json:"concurrency"`
@@ -220,6 +231,19 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	var (
+		accessRT engine.Runtime
+		backends engine.BackendCompiler
+	)
+	switch o.Handlers {
+	case "", HandlersJS:
+		o.Handlers = HandlersJS
+		accessRT, backends = access.New(access.Options{}), backend.New(backend.Options{Logger: o.Logger})
+	case HandlersGo:
+		accessRT, backends = goRuntime{}, goCompiler{}
+	default:
+		return nil, fmt.Errorf("handlers must be %q or %q, not %q", HandlersJS, HandlersGo, o.Handlers)
+	}
 	accessJS, err := examples.Jobs.ReadFile("jobs/access.js")
 	if err != nil {
 		return nil, err
@@ -262,8 +286,8 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 	}
 	e := engine.New(measured, engine.Options{
 		Logger:   o.Logger,
-		Runtime:  access.New(access.Options{}),
-		Backends: backend.New(backend.Options{Logger: o.Logger}),
+		Runtime:  accessRT,
+		Backends: backends,
 		OnDelivery: func(wait time.Duration) {
 			deliveryMu.Lock()
 			delivery = append(delivery, wait)
@@ -358,7 +382,7 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 		return nil, err
 	}
 
-	res := &JobsResult{Store: storeName, Jobs: n, Rate: o.Rate, Concurrency: o.Concurrency, GOMAXPROCS: runtime.GOMAXPROCS(0),
+	res := &JobsResult{Store: storeName, Handlers: o.Handlers, Jobs: n, Rate: o.Rate, Concurrency: o.Concurrency, GOMAXPROCS: runtime.GOMAXPROCS(0),
 		Events: left, PutRetries: int(retries.Load())}
 	res.WallSeconds = end.Sub(start).Seconds()
 	res.JobsPerSec = float64(finished.Load()) / res.WallSeconds
