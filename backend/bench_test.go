@@ -9,6 +9,7 @@ import (
 
 	"github.com/handoff-run/handoff/backend"
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/examples"
 )
 
 // BenchmarkOnChange measures the per-event overhead of running onChange:
@@ -48,4 +49,41 @@ func BenchmarkOnChange(b *testing.B) {
 			}
 		})
 	})
+}
+
+// instantHC answers every write at once with a new rev and no other work,
+// so a benchmark over it times only the handler's JavaScript and the
+// bindings around it.
+type instantHC struct{ *fakeHC }
+
+func (instantHC) Put(_ context.Context, db, id string, _ json.RawMessage, _ engine.PutOptions) (engine.WriteResult, error) {
+	return engine.WriteResult{ID: id, Rev: "2-b"}, nil
+}
+
+// BenchmarkJobsOnChange runs examples/jobs' onChange on the event of a
+// new pending job: the claim, the work and the finish, with writes that
+// return at once. It is the JavaScript a job costs in its one busy run;
+// the other two runs of a job return at the status check.
+//
+//	go test -run '^$' -bench JobsOnChange -benchmem ./backend
+func BenchmarkJobsOnChange(b *testing.B) {
+	src, err := examples.Jobs.ReadFile("jobs/backend.js")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := backend.New(backend.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	be, err := c.CompileBackend("backend.js", string(src))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	ev := engine.ChangeEvent{DB: "jobs", DocID: "job-1", Seq: 1, Attempt: 1,
+		Doc: json.RawMessage(`{"_id":"job-1","_rev":"1-a","kind":"job","status":"pending","input":"resize cat.png to 200 px","attempts":0}`)}
+	hc := instantHC{newFake()}
+	ctx := context.Background()
+	for b.Loop() {
+		if err := be.OnChange(ctx, ev, hc); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
