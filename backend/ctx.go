@@ -172,6 +172,17 @@ func (o *op) text(opts map[string]goja.Value, key string) (string, error) {
 	return v.String(), nil
 }
 
+// rev reads the ifRev option. An empty string is refused rather than
+// taken as absent: it is what a rev read from the wrong field looks like,
+// and writing without the check would lose the compare-and-set.
+func (o *op) rev(opts map[string]goja.Value) (string, error) {
+	rev, err := o.text(opts, "ifRev")
+	if err == nil && rev == "" && opts["ifRev"] != nil && goja.IsString(opts["ifRev"]) {
+		return "", errs.New(errs.Invalid, "%s: option ifRev is empty; pass the _rev you read, or leave ifRev out to write without a check", o.name)
+	}
+	return rev, err
+}
+
 // database picks the database: {db} if given, else the event's.
 func (o *op) database(opts map[string]goja.Value) (string, error) {
 	db, err := o.text(opts, "db")
@@ -241,7 +252,7 @@ func (rt *runtime) dbPut(fc goja.FunctionCall) goja.Value {
 		}
 	}
 	var po engine.PutOptions
-	if po.IfRev, err = o.text(opts, "ifRev"); err != nil {
+	if po.IfRev, err = o.rev(opts); err != nil {
 		return o.rejectNow(err)
 	}
 	if v, ok := opts["ifAbsent"]; ok {
@@ -309,7 +320,7 @@ func (rt *runtime) dbDelete(fc goja.FunctionCall) goja.Value {
 	if err != nil {
 		return o.rejectNow(err)
 	}
-	ifRev, err := o.text(opts, "ifRev")
+	ifRev, err := o.rev(opts)
 	if err != nil {
 		return o.rejectNow(err)
 	}

@@ -83,9 +83,14 @@ export async function onChange(event, ctx) {
   // _rev inside the body is ignored; ifRev guards the write.
   const r2 = await ctx.db.put({ ...a, status: "next", _rev: "bogus" }, { ifRev: a._rev })
   check(r2.rev !== r.rev, "new rev")
-  // An explicit id wins over _id; ifRev null or "" means none.
+  // An explicit id wins over _id; ifRev null means none, "" is refused
+  // (it would write without the check the caller asked for).
   await ctx.db.put({ _id: "ignored", status: "x" }, { id: "b", ifRev: null })
-  await ctx.db.put({ status: "x" }, { id: "c", ifRev: "" })
+  await ctx.db.put({ status: "x" }, { id: "c" })
+  const empty = await ctx.db.put({ status: "y" }, { id: "c", ifRev: "" }).catch((e) => e)
+  check(empty.code === "invalid" && /ifRev is empty/.test(empty.message), "empty ifRev on put: " + empty)
+  const emptyDel = await ctx.db.delete("c", { ifRev: "" }).catch((e) => e)
+  check(emptyDel.code === "invalid", "empty ifRev on delete: " + emptyDel)
   check((await ctx.db.get("b")).status === "x", "explicit id")
   // ifAbsent reports the existing revision.
   const again = await ctx.db.put({ _id: "b", status: "y" }, { ifAbsent: true })

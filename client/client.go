@@ -173,8 +173,16 @@ func docPath(app, db, id string) (string, error) {
 		return "", errs.New(errs.Invalid, "document id is empty; pass the id of the document")
 	}
 	// PathEscape turns '/' into %2F, so an id with slashes stays one
-	// segment that the server's {id} wildcard unescapes.
-	return p + "/docs/" + url.PathEscape(id), nil
+	// segment that the server's {id} wildcard unescapes. It leaves "." and
+	// "..", which path cleaning would drop, so those are escaped by hand.
+	seg := url.PathEscape(id)
+	switch id {
+	case ".":
+		seg = "%2E"
+	case "..":
+		seg = "%2E%2E"
+	}
+	return p + "/docs/" + seg, nil
 }
 
 // do sends one request and decodes a 2xx JSON answer into out (when not

@@ -186,7 +186,7 @@ func TestIDsWithSlashesStayOneSegment(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	c := New(srv.URL, "")
-	ids := []string{"plain", "a/b/c", "with space", "q?x=1#frag", "100%", "ünï/cödé", "history"}
+	ids := []string{"plain", "a/b/c", "with space", "q?x=1#frag", "100%", "ünï/cödé", "history", ".", ".."}
 	for _, id := range ids {
 		if _, err := c.Get(context.Background(), "alice/jobs", "jobs", id); err != nil {
 			t.Fatalf("get %q: %v", id, err)

@@ -48,6 +48,11 @@ func (e *Engine) Put(ctx context.Context, a Actor, appRef, db, id string, body [
 		if o.IfRev != "" {
 			return WriteResult{}, errs.New(errs.Invalid, "ifRev needs a document id; pass the id of the document to update")
 		}
+		if o.IfAbsent {
+			// A minted id is new every time, so the write could never be
+			// the no-op that ifAbsent promises on a re-run.
+			return WriteResult{}, errs.New(errs.Invalid, "ifAbsent needs a document id: without one a new document is minted each time; pass an id or give the body an _id")
+		}
 		id = mintID(e.clock.Now())
 	case id == "":
 		id = p.id

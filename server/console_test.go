@@ -795,6 +795,9 @@ func TestClientModuleErrors(t *testing.T) {
 		IsError         bool
 		Missing         *string
 		DelCode         string
+		EmptyRevPut     string
+		EmptyRevDel     string
+		Cas             string
 		Status          int
 		Head            int64
 	}
@@ -810,6 +813,10 @@ func TestClientModuleErrors(t *testing.T) {
 		}
 		out.missing = await db.get("nope");
 		try { await db.del("nope"); } catch (e) { out.delCode = e.code; }
+		await db.put({ kind: "job", status: "pending", attempts: 0, input: "x" }, { id: "cas" });
+		try { await db.put({ kind: "job", status: "pending", attempts: 0, input: "y" }, { id: "cas", ifRev: "" }); } catch (e) { out.emptyRevPut = e.code; }
+		try { await db.del("cas", { ifRev: "" }); } catch (e) { out.emptyRevDel = e.code; }
+		out.cas = (await db.get("cas")).input;
 		return out;
 	})()`, jsString(s.token)), &out)
 	if out.Code != "forbidden" || !out.IsError || out.Status != 403 || !strings.Contains(out.Forbidden, "a new job starts as pending") {
@@ -823,6 +830,9 @@ func TestClientModuleErrors(t *testing.T) {
 	}
 	if out.DelCode != "not_found" {
 		t.Fatalf("deleting a missing doc: code %q, want not_found", out.DelCode)
+	}
+	if out.EmptyRevPut != "invalid" || out.EmptyRevDel != "invalid" || out.Cas != "x" {
+		t.Fatalf("writes with an empty ifRev: put %q, del %q, input now %q; want invalid, invalid and the document untouched", out.EmptyRevPut, out.EmptyRevDel, out.Cas)
 	}
 }
 

@@ -121,6 +121,32 @@ func TestIfAbsent(t *testing.T) {
 	v.mustError(v.do("PUT", docPath("alice/jobs", "inbox", "evt-1")+"?ifAbsent=true&ifRev="+first.Rev, "alice", `{}`), 400, "invalid")
 }
 
+// TestWriteQueryGuards: a write whose compare-and-set was lost on the way
+// (an empty ifRev, a misspelt parameter) is refused and changes nothing;
+// so is ifAbsent without an id, which could never be a no-op.
+func TestWriteQueryGuards(t *testing.T) {
+	v := newEnv(t)
+	p := docPath("alice/jobs", "inbox", "g1")
+	var w writeOut
+	v.mustJSON(v.do("PUT", p, "alice", `{"n":1}`), 200, &w)
+	for _, q := range []string{"?ifRev=", "?if_rev=" + w.Rev, "?ifrev=" + w.Rev, "?ifabsent=true", "?ifRev=" + w.Rev + "&force=1"} {
+		e := v.mustError(v.do("PUT", p+q, "alice", `{"n":2}`), 400, "invalid")
+		if !strings.Contains(e.Message, "ifRev") {
+			t.Errorf("PUT %s: %q does not name ifRev", q, e.Message)
+		}
+		v.mustError(v.do("DELETE", p+q, "alice", ""), 400, "invalid")
+	}
+	var doc map[string]any
+	v.mustJSON(v.do("GET", p, "alice", ""), 200, &doc)
+	if doc["n"] != 1.0 || doc["_rev"] != w.Rev {
+		t.Fatalf("a refused write changed the document: %v", doc)
+	}
+	v.mustError(v.do("POST", "/v1/apps/alice/jobs/dbs/inbox/docs?ifAbsent=true", "alice", `{"n":1}`), 400, "invalid")
+	// With the right parameters the same writes go through.
+	v.mustJSON(v.do("PUT", p+"?ifRev="+w.Rev, "alice", `{"n":2}`), 200, &w)
+	v.mustJSON(v.do("DELETE", p+"?ifRev="+w.Rev, "alice", ""), 200, &w)
+}
+
 func TestWriteErrors(t *testing.T) {
 	v := newEnv(t)
 	p := docPath("alice/jobs", "jobs", "w1")

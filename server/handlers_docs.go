@@ -46,11 +46,15 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, a engine.Actor, id 
 }
 
 func putOptions(r *http.Request) (engine.PutOptions, error) {
+	q, err := writeQuery(r, "ifRev", "ifAbsent")
+	if err != nil {
+		return engine.PutOptions{}, err
+	}
 	ifAbsent, err := boolParam(r, "ifAbsent")
 	if err != nil {
 		return engine.PutOptions{}, err
 	}
-	o := engine.PutOptions{IfRev: r.URL.Query().Get("ifRev"), IfAbsent: ifAbsent}
+	o := engine.PutOptions{IfRev: q.Get("ifRev"), IfAbsent: ifAbsent}
 	if o.IfRev != "" && o.IfAbsent {
 		return o, errs.New(errs.Invalid, "ifRev and ifAbsent exclude each other: ifRev updates an existing document, ifAbsent only creates; pass one")
 	}
@@ -78,7 +82,11 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, a engine.Actor)
 }
 
 func (s *Server) deleteDoc(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
-	res, err := s.e.Delete(r.Context(), a, appRef(r), r.PathValue("db"), r.PathValue("id"), r.URL.Query().Get("ifRev"))
+	q, err := writeQuery(r, "ifRev")
+	if err != nil {
+		return err
+	}
+	res, err := s.e.Delete(r.Context(), a, appRef(r), r.PathValue("db"), r.PathValue("id"), q.Get("ifRev"))
 	s.metrics.write(false, err)
 	if err != nil {
 		return err

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/handoff-run/handoff/errs"
 )
@@ -107,6 +109,26 @@ func checkQuery(r *http.Request) error {
 		return errs.New(errs.Invalid, "the query string is malformed: %v; URL-encode parameter values", err)
 	}
 	return nil
+}
+
+// writeQuery reads the query string of a put or delete. A misspelt
+// ifRev must not turn a guarded write into a blind one, so parameters
+// other than allowed are refused; so is an empty ifRev, which is what a
+// script sends when the rev it read came back empty.
+func writeQuery(r *http.Request, allowed ...string) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, errs.New(errs.Invalid, "the query string is malformed: %v; URL-encode parameter values", err)
+	}
+	for k := range q {
+		if !slices.Contains(allowed, k) {
+			return nil, errs.New(errs.Invalid, "unknown parameter %q for this write; the parameters are %s (names are case-sensitive)", k, strings.Join(allowed, ", "))
+		}
+	}
+	if q.Has("ifRev") && q.Get("ifRev") == "" {
+		return nil, errs.New(errs.Invalid, "ifRev is empty; pass the _rev you read (such as 2-1f0c...), or leave ifRev out to write without a check")
+	}
+	return q, nil
 }
 
 // intParam parses an optional integer query parameter; absent is 0.

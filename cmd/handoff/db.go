@@ -67,12 +67,18 @@ not exist (an existing one is reported with "existing":true).`,
 			if err != nil {
 				return err
 			}
+			if err := checkIfRev(cmd, ifRev); err != nil {
+				return err
+			}
 			body, err := c.readArg(args[0])
 			if err != nil {
 				return err
 			}
 			if id == "" {
 				id = bodyID(body)
+			}
+			if ifAbsent && id == "" {
+				return usageError{"--if-absent needs an id (--id, or an _id in the body): without one every run mints a new document"}
 			}
 			res, err := c.client().Put(cmd.Context(), app, f.db, id, body, client.PutOptions{IfRev: ifRev, IfAbsent: ifAbsent})
 			if err != nil {
@@ -86,6 +92,15 @@ not exist (an existing one is reported with "existing":true).`,
 	cmd.Flags().StringVar(&ifRev, "if-rev", "", "commit only if the document is at this revision")
 	cmd.Flags().BoolVar(&ifAbsent, "if-absent", false, "create only; report an existing document instead of changing it")
 	return cmd
+}
+
+// checkIfRev refuses an --if-rev given but empty: a script whose rev
+// variable came back empty would otherwise write without the check.
+func checkIfRev(cmd *cobra.Command, ifRev string) error {
+	if cmd.Flags().Changed("if-rev") && ifRev == "" {
+		return usageError{"--if-rev is empty; pass the _rev you read (handoff db get prints it), or leave --if-rev out to write without a check"}
+	}
+	return nil
 }
 
 // bodyID is the _id of a JSON object body, "" if it has none (or is not
@@ -147,6 +162,9 @@ func (c *cli) dbDelCmd() *cobra.Command {
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			app, err := f.app.value()
 			if err != nil {
+				return err
+			}
+			if err := checkIfRev(cmd, ifRev); err != nil {
 				return err
 			}
 			res, err := c.client().Delete(cmd.Context(), app, f.db, args[0], ifRev)

@@ -307,6 +307,11 @@ func TestWalkthrough(t *testing.T) {
 	p3 := decode[putOut](t, must(t, u, at, "db", "put", "--app", "alice/jobs", "--db", "jobs",
 		`{"_id":"job-2","status":"pending"}`).stdout)
 	fails(t, u, at, 3, "error: conflict: ", "db", "del", "--app", "alice/jobs", "--db", "jobs", "job-2", "--if-rev", p1.Rev)
+	// An empty --if-rev (a script's rev variable came back empty) and an
+	// --if-absent with no id are refused before anything is sent.
+	fails(t, u, at, 2, "error: usage: --if-rev is empty", "db", "del", "--app", "alice/jobs", "--db", "jobs", "job-2", "--if-rev", "")
+	fails(t, u, at, 2, "error: usage: --if-rev is empty", "db", "put", "--app", "alice/jobs", "--db", "jobs", "--id", "job-2", "--if-rev", "", `{"status":"x"}`)
+	fails(t, u, at, 2, "error: usage: --if-absent needs an id", "db", "put", "--app", "alice/jobs", "--db", "jobs", "--if-absent", `{"status":"x"}`)
 	del := decode[putOut](t, must(t, u, at, "db", "del", "--app", "alice/jobs", "--db", "jobs", "job-2", "--if-rev", p3.Rev).stdout)
 	if !del.OK || del.ID != "job-2" || !strings.HasPrefix(del.Rev, "2-") {
 		t.Fatalf("del = %+v", del)

@@ -41,7 +41,8 @@ func (c *cli) dbImportCmd() *cobra.Command {
 batches. Each line is a JSON object; its _id is kept (else one is minted)
 and a _rev is ignored, so the output of 'db export' imports as it is.
 --if-absent skips documents whose id already exists, which makes a
-re-run of the same import a no-op.
+re-run of the same import a no-op; every line then needs an _id (a line
+without one fails, since a minted id is new each time).
 
 Lines that fail are reported on stderr with their line number, and the
 others are still written. The counts go to stdout as JSON; the exit code

@@ -336,6 +336,7 @@ class DB {
    * seq} (and existing: true for an ifAbsent no-op).
    */
   put(doc, { id, ifRev, ifAbsent } = {}) {
+    if (ifRev === "") return Promise.reject(emptyIfRev());
     id = id ?? doc?._id;
     const query = { ifRev, ifAbsent: ifAbsent ? "true" : undefined };
     const c = this.app.client;
@@ -355,6 +356,7 @@ class DB {
 
   /** del writes a tombstone (compare-and-set with ifRev). */
   del(id, { ifRev } = {}) {
+    if (ifRev === "") return Promise.reject(emptyIfRev());
     return this.app.client.request("DELETE", this.docURL(String(id)), { query: { ifRev } });
   }
 
@@ -623,6 +625,12 @@ async function errorFrom(res) {
   const code = { 401: "unauthorized", 403: "forbidden", 404: "not_found", 413: "too_large" }[res.status] ||
     (res.status >= 500 || res.status === 408 || res.status === 429 ? "unavailable" : "invalid");
   return new HandoffError(code, `the server answered ${res.status} ${res.statusText}`, { status: res.status });
+}
+
+// An empty ifRev would be dropped from the query and the write made
+// without its check; it is a rev read from the wrong place, so refuse it.
+function emptyIfRev() {
+  return new HandoffError("invalid", "ifRev is empty; pass the _rev you read, or leave ifRev out to write without a check");
 }
 
 function queryString(q) {
