@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"time"
 
 	"github.com/handoff-run/handoff/store"
@@ -49,13 +50,25 @@ func (ar *appRunner) schedule() {
 func (ar *appRunner) runTick(app *appState, be Backend, planned time.Time) {
 	e, ctx := ar.r.e, ar.r.ctx
 	// On a shared database several nodes plan the same tick: the first to
-	// take it runs it, the others skip it.
-	if ok, err := e.st.AcquireTick(ctx, ar.id, planned, e.node); err != nil || !ok {
+	// take it runs it, the others skip it. The tick holds the schedule
+	// until it ends, so a node that is free at the next interval skips
+	// that tick too rather than run one beside it. If this node dies
+	// mid-tick, the hold lapses after the run limit.
+	hold := planned.Add(be.Config().OnChange.Timeout + time.Minute)
+	if ok, err := e.st.AcquireTick(ctx, ar.id, planned, e.node, hold); err != nil || !ok {
 		if err != nil && ctx.Err() == nil {
 			e.log.Error("taking a scheduled tick", "app", ar.ref, "err", err)
 		}
 		return
 	}
+	defer func() {
+		// Even when the server is stopping: the other nodes may tick on.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := e.st.ReleaseTick(rctx, ar.id, planned, e.node); err != nil {
+			e.log.Error("ending a scheduled tick's hold", "app", ar.ref, "err", err)
+		}
+	}()
 	e.activity.Add(1)
 	defer e.activity.Add(1)
 	ar.mu.Lock()

@@ -359,7 +359,15 @@ type Events interface {
 	// a tick older than the latest one given gets false; the node holding
 	// a tick gets true again if it asks again. node names the asker (for
 	// a PostgreSQL store, its Node()).
-	AcquireTick(ctx context.Context, appID int64, planned time.Time, node string) (bool, error)
+	//
+	// A tick given holds the schedule until ReleaseTick, or until hold if
+	// its node dies first: a later tick is refused while a tick planned
+	// before it still holds at the later one's planned time, so ticks
+	// never overlap, even when one runs longer than the interval.
+	AcquireTick(ctx context.Context, appID int64, planned time.Time, node string, hold time.Time) (bool, error)
+	// ReleaseTick ends the hold of the tick planned at planned, if node
+	// still has it: the tick has ended.
+	ReleaseTick(ctx context.Context, appID int64, planned time.Time, node string) error
 }
 
 // Event is one outbox entry with the revision it announces.

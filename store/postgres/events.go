@@ -185,18 +185,27 @@ func (s *Store) LastTick(ctx context.Context, appID int64) (*store.Tick, error) 
 // AcquireTick gives the app's tick planned at planned to the first node
 // that asks for it; see store.Events. The lease row only moves forward:
 // a node asking for a tick older than the latest given gets false, and
-// the node holding a tick gets true again if it asks again.
-func (s *Store) AcquireTick(ctx context.Context, appID int64, planned time.Time, node string) (bool, error) {
-	rows, err := s.pool.Query(ctx, `INSERT INTO tick_leases (app_id, planned, node) VALUES ($1, $2, $3)
-		ON CONFLICT (app_id) DO UPDATE SET planned = excluded.planned, node = excluded.node
-		WHERE tick_leases.planned < excluded.planned
+// the node holding a tick gets true again if it asks again. A later tick
+// is refused while the row's hold_until, which ReleaseTick zeroes, is
+// past the later tick's planned time: the earlier tick still runs.
+func (s *Store) AcquireTick(ctx context.Context, appID int64, planned time.Time, node string, hold time.Time) (bool, error) {
+	rows, err := s.pool.Query(ctx, `INSERT INTO tick_leases (app_id, planned, node, hold_until) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (app_id) DO UPDATE SET planned = excluded.planned, node = excluded.node, hold_until = excluded.hold_until
+		WHERE (tick_leases.planned < excluded.planned AND tick_leases.hold_until <= excluded.planned)
 			OR (tick_leases.planned = excluded.planned AND tick_leases.node = excluded.node)
-		RETURNING true`, appID, planned.UnixNano(), node)
+		RETURNING true`, appID, planned.UnixNano(), node, hold.UnixNano())
 	if err != nil {
 		return false, err
 	}
 	got, err := collect(rows, pgx.RowTo[bool])
 	return len(got) > 0, err
+}
+
+// ReleaseTick ends the hold of a tick; see store.Events.
+func (s *Store) ReleaseTick(ctx context.Context, appID int64, planned time.Time, node string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE tick_leases SET hold_until = 0 WHERE app_id = $1 AND planned = $2 AND node = $3`,
+		appID, planned.UnixNano(), node)
+	return err
 }
 
 func scanEvents(appID int64, rows pgx.Rows, err error) ([]store.Event, error) {

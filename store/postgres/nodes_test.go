@@ -265,7 +265,7 @@ func tickContract(t *testing.T, sts []store.Store, nodes []string, app int64) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ok, err := sts[i%2].AcquireTick(ctx, app, planned, nodes[i%2])
+				ok, err := sts[i%2].AcquireTick(ctx, app, planned, nodes[i%2], planned)
 				if err != nil {
 					t.Error(err)
 				}
@@ -286,20 +286,20 @@ func tickContract(t *testing.T, sts []store.Store, nodes []string, app int64) {
 			if other == node {
 				other = nodes[1]
 			}
-			if ok, err := sts[0].AcquireTick(ctx, app, planned, node); err != nil || !ok {
+			if ok, err := sts[0].AcquireTick(ctx, app, planned, node, planned); err != nil || !ok {
 				t.Fatalf("round %d: the holder asking again got %v, %v", round, ok, err)
 			}
-			if ok, err := sts[1].AcquireTick(ctx, app, planned, other); err != nil || ok {
+			if ok, err := sts[1].AcquireTick(ctx, app, planned, other, planned); err != nil || ok {
 				t.Fatalf("round %d: the other node asking again got %v, %v", round, ok, err)
 			}
 		}
 		// A late node cannot take an older tick back.
-		if ok, err := sts[0].AcquireTick(ctx, app, planned.Add(-time.Second), nodes[0]); err != nil || ok {
+		if ok, err := sts[0].AcquireTick(ctx, app, planned.Add(-time.Second), nodes[0], planned); err != nil || ok {
 			t.Fatalf("round %d: an older tick was given: %v, %v", round, ok, err)
 		}
 	}
 	// Apps are independent.
-	if ok, err := sts[1].AcquireTick(ctx, app+1000, t0, nodes[1]); err != nil || !ok {
+	if ok, err := sts[1].AcquireTick(ctx, app+1000, t0, nodes[1], t0); err != nil || !ok {
 		t.Fatalf("another app's tick: %v, %v", ok, err)
 	}
 }

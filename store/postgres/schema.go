@@ -275,6 +275,10 @@ var migrations = []string{
 		expires int8 NOT NULL
 	);
 	CREATE INDEX nonces_by_expiry ON nonces (expires);`,
+
+	// 5: a scheduled tick holds the schedule while it runs, so a node
+	// free at the next interval does not start a tick beside it.
+	`ALTER TABLE tick_leases ADD COLUMN hold_until int8 NOT NULL DEFAULT 0;`,
 }
 
 // migrateLock is the advisory lock key that serialises migrations, so

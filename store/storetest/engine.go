@@ -164,9 +164,14 @@ func testEngineIfAbsent(t *testing.T, e *env) {
 	if d := e.doc(appJobs, "jobs", "ing-1"); d["v"] != json.Number("3") {
 		t.Fatalf("ifAbsent after delete: %v", d)
 	}
-	// With a minted id it is a plain create.
-	if r := e.put(alice, appJobs, "jobs", "", `{}`, abs); r.Existing || r.ID == "" {
-		t.Fatalf("ifAbsent with a minted id = %+v", r)
+	// Without an id it is refused: a minted id is new every time, so a
+	// re-run would create again instead of being the promised no-op.
+	seq = e.seqOf(appJobs)
+	if _, err := e.eng.Put(e.ctx, alice, appJobs, "jobs", "", []byte(`{}`), abs); !errs.Is(err, errs.Invalid) {
+		t.Fatalf("ifAbsent without an id: %v, want invalid", err)
+	}
+	if e.seqOf(appJobs) != seq {
+		t.Fatal("a refused ifAbsent write wrote a revision")
 	}
 }
 

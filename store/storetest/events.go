@@ -848,17 +848,22 @@ func testEventsTicks(t *testing.T, e *env) {
 }
 
 // testEventsAcquireTick: each planned tick goes to one node; planned only
-// moves forward.
+// moves forward; a tick that still holds keeps later ones from starting.
 func testEventsAcquireTick(t *testing.T, e *env) {
 	app := e.app("alice", "jobs")
 	other := e.app("bob", "jobs")
 	t0 := e.clk.Now()
+	acquireHold := func(app int64, planned time.Time, node string, hold time.Time, want bool) {
+		t.Helper()
+		got, err := e.st.AcquireTick(e.ctx, app, planned, node, hold)
+		if err != nil || got != want {
+			t.Fatalf("AcquireTick(%v, %s, hold %v) = %v, %v; want %v", planned, node, hold, got, err, want)
+		}
+	}
+	// A tick whose hold ends at its planned time never holds back another.
 	acquire := func(app int64, planned time.Time, node string, want bool) {
 		t.Helper()
-		got, err := e.st.AcquireTick(e.ctx, app, planned, node)
-		if err != nil || got != want {
-			t.Fatalf("AcquireTick(%v, %s) = %v, %v; want %v", planned, node, got, err, want)
-		}
+		acquireHold(app, planned, node, planned, want)
 	}
 	p1, p2 := t0, t0.Add(time.Minute)
 	acquire(app, p1, "n1", true)
@@ -875,7 +880,7 @@ func testEventsAcquireTick(t *testing.T, e *env) {
 	p3 := p2.Add(time.Minute)
 	var wins sync.Map
 	parallel(t, 8, 8, func(i int) error {
-		ok, err := e.st.AcquireTick(e.ctx, app, p3, fmt.Sprint("r", i))
+		ok, err := e.st.AcquireTick(e.ctx, app, p3, fmt.Sprint("r", i), p3)
 		if ok {
 			wins.Store(i, true)
 		}
@@ -886,4 +891,24 @@ func testEventsAcquireTick(t *testing.T, e *env) {
 	if n != 1 {
 		t.Fatalf("%d of 8 racing nodes got the tick, want 1", n)
 	}
+
+	// A tick that runs past the next intervals holds them off, whichever
+	// node asks, until it is released; then the next tick is given.
+	third := e.app("carol", "jobs")
+	s := time.Second
+	acquireHold(third, t0, "n1", t0.Add(time.Hour), true)
+	acquire(third, t0.Add(s), "n2", false)
+	acquire(third, t0.Add(2*s), "n1", false)
+	if err := e.st.ReleaseTick(e.ctx, third, t0, "n2"); err != nil { // not its tick: no effect
+		t.Fatal(err)
+	}
+	acquire(third, t0.Add(3*s), "n2", false)
+	if err := e.st.ReleaseTick(e.ctx, third, t0, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	acquire(third, t0.Add(4*s), "n2", true)
+	// A node that dies mid-tick holds the schedule only until its hold.
+	acquireHold(third, t0.Add(5*s), "n2", t0.Add(10*s), true)
+	acquire(third, t0.Add(9*s), "n1", false)
+	acquire(third, t0.Add(10*s), "n1", true)
 }

@@ -1,0 +1,107 @@
+package engine_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/handoff-run/handoff/clock"
+	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/pgtest"
+	"github.com/handoff-run/handoff/store"
+	"github.com/handoff-run/handoff/store/postgres"
+)
+
+// goNodes starts n engines with the Go backend b on one fresh PostgreSQL
+// database, sharing one virtual clock, with alice/app deployed.
+func goNodes(t *testing.T, n int, b *goBackend, wrap func(i int, st *postgres.Store) store.Store) ([]*engine.Engine, *clock.Virtual) {
+	t.Helper()
+	dbURL := pgtest.Fresh(t, 8)
+	clk := clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC))
+	var es []*engine.Engine
+	for i := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		st, err := postgres.Open(ctx, dbURL)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		var s store.Store = st
+		if wrap != nil {
+			s = wrap(i, st)
+		}
+		e := engine.New(s, engine.Options{Clock: clk, Runtime: nopRuntime{}, Backends: goCompiler{b}, PollEvery: 5 * time.Millisecond})
+		t.Cleanup(e.Close)
+		es = append(es, e)
+	}
+	deployGoApp(t, es[0])
+	for _, e := range es {
+		if err := e.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return es, clk
+}
+
+// waitTimers waits until at least n timers are armed on clk.
+func waitTimers(t *testing.T, clk *clock.Virtual, n int) {
+	t.Helper()
+	for range 10000 {
+		if clk.Pending() >= n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("%d timers armed, want %d", clk.Pending(), n)
+}
+
+// TestNodesTickHoldsTheSchedule: a scheduled tick that runs past the next
+// interval keeps the other node, free at that interval, from starting a
+// tick beside it (DESIGN §4: ticks never overlap, across all nodes). Once
+// it ends, ticks go on.
+func TestNodesTickHoldsTheSchedule(t *testing.T) {
+	started := make(chan int64, 10)
+	release := make(chan struct{})
+	var slow atomic.Int64 // the planned time of the one slow tick
+	b := &goBackend{scheduled: func(ctx context.Context, ev engine.TickEvent, hc engine.HandlerContext) error {
+		started <- ev.ScheduledTime
+		if ev.ScheduledTime == slow.Load() {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}}
+	b.cfg.Scheduled.Interval = time.Second
+	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 1, 1, engine.DefaultRunTimeout
+	_, clk := goNodes(t, 2, b, nil)
+	t0 := clk.Now()
+	slow.Store(t0.Add(time.Second).UnixMilli())
+
+	waitTimers(t, clk, 2) // both nodes wait for the first tick
+	clk.Advance(time.Second)
+	if got := <-started; got != t0.Add(time.Second).UnixMilli() {
+		t.Fatalf("first tick planned at %d", got)
+	}
+	// The free node waits for the next tick; when it comes, it finds the
+	// schedule held, skips it and waits again.
+	for range 2 {
+		waitTimers(t, clk, 1)
+		clk.Advance(time.Second)
+		waitTimers(t, clk, 1)
+		select {
+		case got := <-started:
+			t.Fatalf("tick %d started while the first tick still runs", got)
+		default:
+		}
+	}
+	close(release)
+	waitTimers(t, clk, 2)
+	clk.Advance(time.Second)
+	if got := <-started; got != t0.Add(4*time.Second).UnixMilli() {
+		t.Fatalf("after the long tick, the next tick planned at %d, want %d", got, t0.Add(4*time.Second).UnixMilli())
+	}
+}
