@@ -97,7 +97,12 @@ func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 			return slots <= 0
 		}
 		want := min(slots, maxClaimBatches) * batchSize
-		evs, err := e.st.ClaimEvents(ctx, ar.id, e.clock.Now(), want, lease)
+		claim := e.st.ClaimEvents
+		if cfg.Concurrency == 1 {
+			// Strict commit order: no batch while another node runs one.
+			claim = e.st.ClaimEventsExclusive
+		}
+		evs, err := claim(ctx, ar.id, e.clock.Now(), want, lease)
 		if err != nil {
 			if ctx.Err() == nil { // not just the server stopping
 				e.log.Error("claiming onChange events", "app", ar.ref, "err", err)

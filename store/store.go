@@ -331,6 +331,12 @@ type Events interface {
 	// node was claiming at that moment): callers need not claim again
 	// until something changes.
 	ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]Event, error)
+	// ClaimEventsExclusive is ClaimEvents for an app whose events go to
+	// one runner at a time (onChange concurrency 1, strict commit order):
+	// it leases nothing while any live event of the app is leased and its
+	// lease has not ended, whoever holds it. On a store shared by several
+	// nodes, the check and the lease are one step.
+	ClaimEventsExclusive(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]Event, error)
 	// NextEventDue reports the earliest NextAt of the app's events that
 	// are neither dead nor leased; ok is false when there are none. A
 	// store whose leases can outlive their holder (several nodes) may

@@ -190,6 +190,16 @@ func (s *watchStore) HeadHint(appID int64, db, id string) *store.Doc {
 
 func (s *watchStore) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
 	evs, err := s.Store.ClaimEvents(ctx, appID, now, limit, lease)
+	return s.committedAt(evs), err
+}
+
+func (s *watchStore) ClaimEventsExclusive(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
+	evs, err := s.Store.ClaimEventsExclusive(ctx, appID, now, limit, lease)
+	return s.committedAt(evs), err
+}
+
+// committedAt gives claimed events their commit times.
+func (s *watchStore) committedAt(evs []store.Event) []store.Event {
 	s.mu.Lock()
 	for i := range evs {
 		if at, ok := s.committed[evs[i].Seq]; ok {
@@ -198,7 +208,7 @@ func (s *watchStore) ClaimEvents(ctx context.Context, appID int64, now time.Time
 		}
 	}
 	s.mu.Unlock()
-	return evs, err
+	return evs
 }
 
 // grantWatchStore is a watchStore over a store that tells grant changes

@@ -193,6 +193,10 @@ func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, lim
 	defer s.enter()()
 	return s.Store.ClaimEvents(ctx, appID, now, limit, lease)
 }
+func (s *Store) ClaimEventsExclusive(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
+	defer s.enter()()
+	return s.Store.ClaimEventsExclusive(ctx, appID, now, limit, lease)
+}
 func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool, error) {
 	defer s.enter()()
 	return s.Store.NextEventDue(ctx, appID)

@@ -43,11 +43,12 @@ const eventJoins = `
 // ctid: a row another transaction changed since this statement's
 // snapshot is locked in its newest version, which only a match by key
 // (rechecked on that version) finds.
-const sqlClaim = `WITH cand AS (
-		(SELECT seq FROM events WHERE app_id = $1 AND NOT dead AND lease_until = 0 AND next_at <= $2
+func claimSQL(gate string) string {
+	return `WITH cand AS (
+		(SELECT seq FROM events WHERE app_id = $1 AND NOT dead AND lease_until = 0 AND next_at <= $2` + gate + `
 		ORDER BY seq LIMIT 2 * $3 + 200)
 		UNION ALL
-		(SELECT seq FROM events WHERE app_id = $1 AND NOT dead AND lease_until > 0 AND lease_until <= $2 AND next_at <= $2
+		(SELECT seq FROM events WHERE app_id = $1 AND NOT dead AND lease_until > 0 AND lease_until <= $2 AND next_at <= $2` + gate + `
 		ORDER BY seq LIMIT 2 * $3 + 200)
 	), picked AS (
 		SELECT ev.seq FROM (SELECT seq FROM cand ORDER BY seq OFFSET 0) c,
@@ -64,6 +65,24 @@ const sqlClaim = `WITH cand AS (
 	CROSS JOIN LATERAL (SELECT * FROM revisions WHERE app_id = $1 AND seq = e.seq OFFSET 0) r
 	LEFT JOIN LATERAL (SELECT * FROM revisions WHERE app_id = $1 AND seq = r.prev_seq AND r.prev_seq > 0 OFFSET 0) o ON true
 	ORDER BY e.seq`
+}
+
+var sqlClaim = claimSQL("")
+
+// sqlClaimExclusive is sqlClaim that picks nothing while any live event
+// of the app is leased (ClaimEventsExclusive). The caller holds the app's
+// claim lock, so the check and the lease are one step across nodes.
+var sqlClaimExclusive = claimSQL(`
+		AND NOT EXISTS (SELECT 1 FROM events WHERE app_id = $1 AND NOT dead AND lease_until > $2)`)
+
+// sqlClaimLock serialises exclusive claims of one app across nodes. Taken
+// in the claim's transaction, before the claim statement, so the claim's
+// snapshot sees the leases of the claim that held the lock before it.
+const sqlClaimLock = `SELECT pg_advisory_xact_lock($1::int4, ($2 % 2147483647)::int4)`
+
+// claimLockSpace is the first key of the claim locks ("hc" for handoff
+// claims), apart from the migration and index locks.
+const claimLockSpace = 0x6863
 
 // sqlClaimPlan plans each claim for the tables as they are: a plan kept
 // from when they were empty would scan them once they are not.
@@ -75,6 +94,16 @@ const sqlClaimPlan = `SET LOCAL plan_cache_mode = force_custom_plan`
 // after another, so a flush per claim would bound every app's delivery
 // rate by the flush time.
 func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
+	return s.claimEvents(ctx, appID, now, limit, lease, false)
+}
+
+// ClaimEventsExclusive claims only while no node holds a live lease of
+// the app; see store.Events.
+func (s *Store) ClaimEventsExclusive(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
+	return s.claimEvents(ctx, appID, now, limit, lease, true)
+}
+
+func (s *Store) claimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration, exclusive bool) ([]store.Event, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -83,7 +112,12 @@ func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, lim
 	b.Queue("BEGIN")
 	b.Queue("SET LOCAL synchronous_commit = off")
 	b.Queue(sqlClaimPlan)
-	b.Queue(sqlClaim, appID, now.UnixNano(), limit, now.Add(lease).UnixNano(), s.node).Query(func(rows pgx.Rows) error {
+	q := sqlClaim
+	if exclusive {
+		b.Queue(sqlClaimLock, claimLockSpace, appID)
+		q = sqlClaimExclusive
+	}
+	b.Queue(q, appID, now.UnixNano(), limit, now.Add(lease).UnixNano(), s.node).Query(func(rows pgx.Rows) error {
 		var err error
 		evs, err = scanEvents(appID, rows, nil)
 		return err

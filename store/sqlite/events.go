@@ -26,6 +26,10 @@ type leases struct {
 	// claim holds ClaimEvents' prepared statements; the claim runs under
 	// mu, so they are guarded by it too.
 	claim claimStmts
+	// settling marks the held events whose outcome is queued for the
+	// writer: their runs are over, so they do not hold back an exclusive
+	// claim, though they stay held until the outcome is written.
+	settling map[int64]map[int64]bool
 }
 
 // claimStmts are prepared once: SQLite parses a statement each time it
@@ -75,6 +79,7 @@ func (l *leases) scan(app int64) *claimScan {
 func (l *leases) release(app, seq int64, rescan bool) {
 	l.mu.Lock()
 	delete(l.held(app), seq)
+	delete(l.settling[app], seq)
 	if rescan {
 		l.scan(app).full = true
 	}
@@ -92,6 +97,25 @@ const eventFrom = ` FROM events e
 func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
 	s.leases.mu.Lock()
 	defer s.leases.mu.Unlock()
+	return s.claim(ctx, appID, now, limit, lease)
+}
+
+// ClaimEventsExclusive claims only while no lease of the app is live; see
+// store.Events. One process owns the file, so the leases in memory are all
+// there are.
+func (s *Store) ClaimEventsExclusive(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	for seq, until := range s.leases.held(appID) {
+		if until.After(now) && !s.leases.settling[appID][seq] {
+			return nil, nil
+		}
+	}
+	return s.claim(ctx, appID, now, limit, lease)
+}
+
+// claim is ClaimEvents under s.leases.mu.
+func (s *Store) claim(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
 	held := s.leases.held(appID)
 	sc := s.leases.scan(appID)
 	for seq, until := range held {
@@ -319,6 +343,17 @@ func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Sett
 	// The lease ends once the outcome is in the database, so the event is
 	// never claimed again in between.
 	release := func(err error) { s.leases.release(appID, seq, err != nil || !st.Ack) }
+	s.leases.mu.Lock()
+	if _, ok := s.leases.held(appID)[seq]; ok {
+		if s.leases.settling == nil {
+			s.leases.settling = map[int64]map[int64]bool{}
+		}
+		if s.leases.settling[appID] == nil {
+			s.leases.settling[appID] = map[int64]bool{}
+		}
+		s.leases.settling[appID][seq] = true
+	}
+	s.leases.mu.Unlock()
 	if st.Ack {
 		return s.enqueueAck(appID, seq, release)
 	}

@@ -21,6 +21,7 @@ var eventTests = []test{
 	{"ShortClaimTookAll", testEventsShortClaim},
 	{"Leases", testEventsLeases},
 	{"ConcurrentClaims", testEventsConcurrentClaims},
+	{"ExclusiveClaims", testEventsExclusiveClaims},
 	{"Ack", testEventsAck},
 	{"Retry", testEventsRetry},
 	{"DeadAndReplay", testEventsDead},
@@ -911,4 +912,56 @@ func testEventsAcquireTick(t *testing.T, e *env) {
 	acquireHold(third, t0.Add(5*s), "n2", t0.Add(10*s), true)
 	acquire(third, t0.Add(9*s), "n1", false)
 	acquire(third, t0.Add(10*s), "n1", true)
+}
+
+// testEventsExclusiveClaims: an exclusive claim (onChange concurrency 1)
+// leases nothing while any event of the app is under a live lease, taken
+// by an exclusive claim or not; settled or lapsed leases free the app
+// again; other apps are not held back; and of claimers racing on an idle
+// app, one gets the events.
+func testEventsExclusiveClaims(t *testing.T, e *env) {
+	app := e.app("alice", "jobs")
+	other := e.app("bob", "jobs")
+	now := e.clk.Now()
+	s := e.emitN(app, 4, now)
+	o := e.emitN(other, 1, now)
+	exclusive := func(app int64, at time.Time, limit int, want ...int64) {
+		t.Helper()
+		evs, err := e.st.ClaimEventsExclusive(e.ctx, app, at, limit, lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := seqs(evs); !slices.Equal(got, want) {
+			t.Fatalf("ClaimEventsExclusive(at %v, limit %d) = seqs %v, want %v", at, limit, got, want)
+		}
+	}
+	exclusive(app, now, 1, s[0])
+	exclusive(app, now, 10)         // s[0] is leased
+	exclusive(other, now, 10, o[0]) // another app is not held back
+	e.wantClaim(app, now, 1, s[1])  // a plain claim does not wait
+	e.settle(app, s[0], store.Settlement{Ack: true})
+	exclusive(app, now, 10) // s[1] is still leased
+	retry := store.Settlement{Attempts: 1, NextAt: now.Add(time.Hour)}
+	e.settle(app, s[1], retry)
+	exclusive(app, now, 1, s[2]) // a settled event holds nothing, even before its outcome lands
+	e.waitGone(app, s[0])
+	e.waitRetry(app, s[1], retry)
+	exclusive(app, now.Add(lease), 10, s[2], s[3]) // s[2]'s lease lapsed: claimed again, with the rest
+
+	// Claimers racing on an idle app: one gets events, the others none.
+	third := e.app("carol", "jobs")
+	e.emitN(third, 3, now)
+	var got sync.Map
+	parallel(t, 8, 8, func(i int) error {
+		evs, err := e.st.ClaimEventsExclusive(e.ctx, third, now, 10, lease)
+		if len(evs) > 0 {
+			got.Store(i, len(evs))
+		}
+		return err
+	})
+	n := 0
+	got.Range(func(_, v any) bool { n++; return true })
+	if n != 1 {
+		t.Fatalf("%d of 8 racing exclusive claims got events, want 1", n)
+	}
 }
