@@ -444,6 +444,26 @@ export function nothing() {}
 	if en.lastSeq(app) != 1 {
 		t.Fatalf("refused writes committed: LastSeq %d", en.lastSeq(app))
 	}
+	// Each access_error is in the app's log, for its developer; a refusal
+	// (forbidden) is the function working, and is not. The log lines are
+	// queued before the last put, so its commit has them.
+	lines, err := en.e.Logs(en.ctx, alice, app, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	for _, l := range lines {
+		if l.Source == "access" && l.Level == "error" {
+			logged = append(logged, l.Message)
+		}
+	}
+	all := strings.Join(logged, "\n")
+	if len(logged) != 6 || !strings.Contains(all, "TypeError") || !strings.Contains(all, "boom") || !strings.Contains(all, "badChannels/") {
+		t.Fatalf("access errors logged: %d lines\n%s", len(logged), all)
+	}
+	if strings.Contains(all, "plain words") {
+		t.Fatalf("a refusal was logged as an error:\n%s", all)
+	}
 }
 
 func TestDeployVersionsAndRollback(t *testing.T) {

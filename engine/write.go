@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/store"
@@ -173,6 +174,12 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate Acces
 		// happens only if the head is still this one.
 		dec, err := gate.Check(ctx, e.accessInput(ctx, a, app, db, id, deleted, body, head, live))
 		if err != nil {
+			if errs.Is(err, errs.AccessError) {
+				// The writer sees only the code; the app's developer
+				// finds the details in its log.
+				e.appLog(app, "access", "error", fmt.Sprintf("access.js failed on a write of %s/%s: %v", db, id, err),
+					fieldsJSON("db", db, "id", id, "user", a.User, "handler", a.Handler))
+			}
 			return res, true, err
 		}
 		w.Channels, w.Grants = dec.Channels, dec.Grants
