@@ -25,6 +25,7 @@ type members struct {
 	doc  []byte
 	ms   []member
 	keys [][]byte
+	dup  []byte // a key written more than once, if any
 }
 
 func (m *members) key(x member) []byte {
@@ -70,6 +71,7 @@ func canonicalObject(b []byte) (*members, error) {
 	out := m.ms[:0]
 	for j, x := range m.ms {
 		if j+1 < len(m.ms) && bytes.Equal(m.key(m.ms[j+1]), m.key(x)) {
+			m.dup = m.key(x)
 			continue
 		}
 		out = append(out, x)

@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"regexp"
 	"strings"
 	"unicode"
@@ -106,6 +108,10 @@ func parseDoc(raw []byte, maxBytes int) (parsedDoc, error) {
 		}
 		return parsedDoc{}, errs.New(errs.Invalid, "document must be a JSON object, not %s", jsonKind(trimmed))
 	}
+	if !utf8.Valid(trimmed) {
+		// Stored as sent, it would read back with U+FFFD in its place.
+		return parsedDoc{}, errs.New(errs.Invalid, "document is not valid UTF-8 (first bad byte at offset %d); send the text as UTF-8", invalidUTF8At(trimmed))
+	}
 	if d := jsonDepth(trimmed); d > MaxDepth {
 		return parsedDoc{}, errs.New(errs.Invalid, "document nests %d levels deep; the limit is %d; flatten it", d, MaxDepth)
 	}
@@ -116,7 +122,7 @@ func parseDoc(raw []byte, maxBytes int) (parsedDoc, error) {
 	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if err := dec.Decode(&fields); err != nil {
-		return parsedDoc{}, errs.New(errs.Invalid, "document is not valid JSON: %v", err)
+		return parsedDoc{}, syntaxError(err)
 	}
 	if dec.More() || !json.Valid(trimmed) {
 		return parsedDoc{}, errs.New(errs.Invalid, "document has data after the JSON object; send exactly one object")
@@ -156,6 +162,10 @@ func parseValidDoc(b []byte, size int) (parsedDoc, error) {
 	ms, err := canonicalObject(b)
 	if err != nil {
 		return parsedDoc{}, errs.New(errs.Invalid, "document is not valid JSON: %v", err)
+	}
+	if ms.dup != nil {
+		// Which one counts would be up to each reader; refuse instead.
+		return parsedDoc{}, errs.New(errs.Invalid, "document has the field %q more than once; keep one", ms.dup)
 	}
 	var p parsedDoc
 	kept := ms.ms[:0]
@@ -229,4 +239,29 @@ func jsonKind(b []byte) string {
 		return "a boolean"
 	}
 	return "a number"
+}
+
+// invalidUTF8At is the offset of the first byte of b that is not part of
+// valid UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
+
+// syntaxError says where a document's JSON breaks and what to look for.
+func syntaxError(err error) *errs.Error {
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		return errs.New(errs.Invalid, "document is not valid JSON at byte %d: %v; check the quotes, commas and brackets there", se.Offset, se)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return errs.New(errs.Invalid, "document is not valid JSON: it ends before its last brace, bracket or string is closed; send the whole object")
+	}
+	return errs.New(errs.Invalid, "document is not valid JSON: %v; send one JSON object such as {\"status\":\"pending\"}", err)
 }

@@ -164,12 +164,15 @@ func TestWriteErrors(t *testing.T) {
 	v.mustError(v.do("GET", p, "dave", ""), 403, "forbidden")
 
 	for name, body := range map[string]string{
-		"reserved field": `{"_x":1}`,
-		"malformed":      `{"x":`,
-		"not an object":  `[1,2]`,
-		"trailing data":  `{"x":1} {"y":2}`,
-		"empty":          ``,
-		"bad _id":        `{"_id":5}`,
+		"reserved field":              `{"_x":1}`,
+		"malformed":                   `{"x":`,
+		"not an object":               `[1,2]`,
+		"trailing data":               `{"x":1} {"y":2}`,
+		"empty":                       ``,
+		"bad _id":                     `{"_id":5}`,
+		"invalid UTF-8":               "{\"a\":\"\xff\"}",
+		"field twice":                 `{"a":1,"b":2,"a":3}`,
+		"same field, escaped and not": `{"\u00e9":1,"é":2}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			v.mustError(v.do("PUT", p, "alice", body), 400, "invalid")
