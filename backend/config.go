@@ -39,6 +39,7 @@ var durationUnits = map[string]time.Duration{"s": time.Second, "m": time.Minute,
 // readConfig reads the config export, or returns the defaults without one.
 func (b *Backend) readConfig(ctx context.Context) (engine.BackendConfig, error) {
 	var cfg engine.BackendConfig
+	cfg.Scheduled.Timeout = engine.DefaultRunTimeout
 	cfg.OnChange.Concurrency = engine.DefaultConcurrency
 	cfg.OnChange.Timeout = engine.DefaultRunTimeout
 	cfg.OnChange.MaxAttempts = engine.DefaultMaxAttempts
@@ -103,6 +104,15 @@ func (r configReader) scheduled(v goja.Value, cfg *engine.BackendConfig) error {
 	for _, key := range o.Keys() {
 		val := o.Get(key)
 		switch key {
+		case "timeout":
+			if goja.IsUndefined(val) {
+				continue
+			}
+			d, ok := durationOrMillis(val, maxRunTimeout)
+			if !ok || d < minRunTimeout || d > maxRunTimeout {
+				return r.fail(".scheduled.timeout", `is %s; write a duration from 1s to 1h such as "15m" or "30s", or a number of milliseconds`, describe(val))
+			}
+			cfg.Scheduled.Timeout = d
 		case "interval":
 			if goja.IsUndefined(val) {
 				continue
@@ -116,7 +126,7 @@ func (r configReader) scheduled(v goja.Value, cfg *engine.BackendConfig) error {
 			}
 			cfg.Scheduled.Interval = d
 		default:
-			return r.fail(".scheduled."+key, "is not a setting; scheduled has only interval")
+			return r.fail(".scheduled."+key, "is not a setting; scheduled has interval and timeout")
 		}
 	}
 	return nil

@@ -12,7 +12,7 @@ func TestConfigDefaults(t *testing.T) {
 	e := newEnv(t)
 	b := e.compile(`export async function onChange(event, ctx) {}`)
 	cfg := b.Config()
-	if cfg.Scheduled.Interval != 0 || cfg.OnChange.Concurrency != engine.DefaultConcurrency ||
+	if cfg.Scheduled.Interval != 0 || cfg.Scheduled.Timeout != engine.DefaultRunTimeout || cfg.OnChange.Concurrency != engine.DefaultConcurrency ||
 		cfg.OnChange.Timeout != engine.DefaultRunTimeout || cfg.OnChange.MaxAttempts != engine.DefaultMaxAttempts {
 		t.Fatalf("defaults: %+v", cfg)
 	}
@@ -53,6 +53,12 @@ export async function scheduled() {}`)
 			t.Errorf("%s: got %+v", c.config, cfg)
 		}
 	}
+	// A tick's run limit is its own, whatever onChange's is.
+	b := e.compile(`export const config = { scheduled: { interval: "1m", timeout: "2m" }, onChange: { timeout: "5s" } }
+export async function scheduled() {}`)
+	if cfg := b.Config(); cfg.Scheduled.Timeout != 2*time.Minute || cfg.OnChange.Timeout != 5*time.Second {
+		t.Errorf("scheduled timeout: got %+v", cfg)
+	}
 }
 
 func TestConfigRefused(t *testing.T) {
@@ -65,7 +71,9 @@ func TestConfigRefused(t *testing.T) {
 		{`[]`, []string{"config is an array"}},
 		{`{ retries: 3 }`, []string{"config.retries is not a setting", "scheduled, onChange and fetch"}},
 		{`{ scheduled: "30s" }`, []string{`config.scheduled is "30s"`, `interval: "30s"`}},
-		{`{ scheduled: { every: "30s" } }`, []string{"config.scheduled.every is not a setting"}},
+		{`{ scheduled: { every: "30s" } }`, []string{"config.scheduled.every is not a setting", "interval and timeout"}},
+		{`{ scheduled: { interval: "1m", timeout: "2h" } }`, []string{`config.scheduled.timeout is "2h"`, "from 1s to 1h"}},
+		{`{ scheduled: { interval: "1m", timeout: 0 } }`, []string{`config.scheduled.timeout is 0`}},
 		{`{ scheduled: { interval: "90x" } }`, []string{`config.scheduled.interval is "90x"`, `e.g. interval: "30s"`}},
 		{`{ scheduled: { interval: 30 } }`, []string{`config.scheduled.interval is 30`, "s, m or h"}},
 		{`{ scheduled: { interval: "1.5m" } }`, []string{`config.scheduled.interval is "1.5m"`}},

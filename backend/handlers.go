@@ -44,6 +44,9 @@ func (b *Backend) Scheduled(ctx context.Context, ev engine.TickEvent, hc engine.
 func (b *Backend) run(ctx context.Context, pool *jsvm.Pool, c *call, event func(vm *jsvm.VM) (goja.Value, error)) error {
 	var rt *runtime
 	limit := b.cfg.OnChange.Timeout
+	if c.handler == "scheduled" {
+		limit = b.cfg.Scheduled.Timeout
+	}
 	err := pool.Do(ctx, jsvm.Call{
 		Export:   c.handler,
 		Deadline: limit,
@@ -77,7 +80,7 @@ func (b *Backend) runError(handler string, limit time.Duration, err error) error
 		return nil
 	}
 	if errors.Is(err, jsvm.ErrDeadline) {
-		hint := "make each tick finish sooner"
+		hint := "make each tick finish sooner, or raise config.scheduled.timeout (at most 1h)"
 		if handler == "onChange" {
 			hint = "make it finish sooner, or raise config.onChange.timeout (at most 1h)"
 		}

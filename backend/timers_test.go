@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/backend"
+	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/jsvm"
 )
 
@@ -172,6 +173,30 @@ export async function onChange(event, ctx) {
 		t.Fatal(err)
 	}
 	hc.mustDoc(t, "out", "finished")
+}
+
+// TestTickRunLimitIsItsOwn: a tick is stopped at config.scheduled.timeout,
+// not at onChange's limit, and the message names the setting.
+func TestTickRunLimitIsItsOwn(t *testing.T) {
+	e := newEnv(t)
+	b := e.compile(`export const config = { scheduled: { interval: "1m", timeout: "2m" }, onChange: { timeout: "1h" } }
+export async function scheduled(event, ctx) {
+  await new Promise((resolve) => setTimeout(resolve, 3 * 60 * 1000))
+  await ctx.db.put({ _id: "finished" }, { db: "out" })
+}`)
+	hc := newFake()
+	done := make(chan error, 1)
+	go func() { done <- b.Scheduled(context.Background(), engine.TickEvent{ScheduledTime: 1}, hc) }()
+	e.waitTimers(2)
+	e.clock.Advance(150 * time.Second)
+	err := wait(t, done)
+	if !errors.Is(err, jsvm.ErrDeadline) || !strings.Contains(err.Error(), "scheduled was stopped at its run limit of 2m0s") ||
+		!strings.Contains(err.Error(), "config.scheduled.timeout") {
+		t.Fatalf("got %v", err)
+	}
+	if hc.doc("out", "finished") != nil {
+		t.Fatal("the tick went on after its limit")
+	}
 }
 
 func TestTimersDefaultToRealTime(t *testing.T) {

@@ -42,6 +42,9 @@ type BackendConfig struct {
 	Scheduled struct {
 		// Interval between ticks; 0 when the app has no scheduled config.
 		Interval time.Duration
+		// Timeout is the run limit of one tick; default 15 min. A tick
+		// may run past its interval (the ticks it overlaps are skipped).
+		Timeout time.Duration
 	}
 	OnChange struct {
 		Concurrency int           // batches run at once; default 4

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/handoff-run/handoff/store"
@@ -54,7 +55,7 @@ func (ar *appRunner) runTick(app *appState, be Backend, planned time.Time) {
 	// until it ends, so a node that is free at the next interval skips
 	// that tick too rather than run one beside it. If this node dies
 	// mid-tick, the hold lapses after the run limit.
-	hold := planned.Add(be.Config().OnChange.Timeout + time.Minute)
+	hold := planned.Add(be.Config().Scheduled.Timeout + time.Minute)
 	if ok, err := e.st.AcquireTick(ctx, ar.id, planned, e.node, hold); err != nil || !ok {
 		if err != nil && ctx.Err() == nil {
 			e.log.Error("taking a scheduled tick", "app", ar.ref, "err", err)
@@ -74,12 +75,25 @@ func (ar *appRunner) runTick(app *appState, be Backend, planned time.Time) {
 	ar.mu.Lock()
 	ar.tick.running = true
 	ar.mu.Unlock()
+	// A deploy stops the tick: its code is no longer the app's, and the
+	// new version's schedule should start now, not when the old run ends.
+	tctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var deployed atomic.Bool
+	done := make(chan struct{})
+	defer close(done)
+	go ar.stopOnDeploy(app.code, func() { deployed.Store(true); stop() }, done)
 	started := e.clock.Now()
 	// scheduled acts as the app's owner.
 	hc := &handlerCtx{e: e, app: app, actor: Actor{User: app.Owner, Handler: "scheduled"}}
-	err := be.Scheduled(ctx, TickEvent{ScheduledTime: planned.UnixMilli()}, hc)
+	err := be.Scheduled(tctx, TickEvent{ScheduledTime: planned.UnixMilli()}, hc)
 	t := store.Tick{Planned: planned, Started: started, Duration: e.clock.Now().Sub(started)}
-	if err != nil {
+	switch {
+	case deployed.Load():
+		t.Error = "stopped: a new version of the code was deployed"
+		e.appLog(app, "scheduled", "warn", "scheduled tick "+t.Error+"; the new version ticks from the next interval",
+			fieldsJSON("scheduledTime", planned.UnixMilli()))
+	case err != nil:
 		t.Error = err.Error()
 		if ctx.Err() == nil {
 			e.appLog(app, "scheduled", "error", "scheduled tick failed: "+err.Error(), fieldsJSON("scheduledTime", planned.UnixMilli()))
@@ -90,5 +104,22 @@ func (ar *appRunner) runTick(app *appState, be Backend, planned time.Time) {
 	ar.mu.Unlock()
 	if err := e.st.SaveTick(ctx, ar.id, t); err != nil && ctx.Err() == nil {
 		e.log.Error("recording a scheduled tick", "app", ar.ref, "err", err)
+	}
+}
+
+// stopOnDeploy calls stop when the app's code is no longer code, until
+// done. It takes the runner's reload signals while the tick runs; the
+// scheduler reads the code afresh when the tick returns, so none is lost.
+func (ar *appRunner) stopOnDeploy(code *appCode, stop func(), done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-ar.reload:
+			if app, _, err := ar.current(); err == nil && app.code != code && (app.code == nil || code == nil || app.code.version != code.version) {
+				stop()
+				return
+			}
+		}
 	}
 }
