@@ -126,6 +126,17 @@ func (c *Client) AddUser(ctx context.Context, name string) (NewUser, error) {
 	return out, err
 }
 
+// RotateToken gives user a new token and revokes all the user's others:
+// the admin may do it for anyone, a user for themself.
+func (c *Client) RotateToken(ctx context.Context, user string) (NewUser, error) {
+	var out NewUser
+	if user == "" {
+		return out, errs.New(errs.Invalid, "user name is empty; pass the user whose token to replace")
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/users/"+url.PathEscape(user)+"/token", nil, map[string]string{}, &out)
+	return out, err
+}
+
 // CreateApp creates the app "owner/name".
 func (c *Client) CreateApp(ctx context.Context, app string, public bool) (App, error) {
 	var out App

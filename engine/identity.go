@@ -50,7 +50,33 @@ func (e *Engine) Bootstrap(ctx context.Context, token string) (string, error) {
 	default:
 		return "", internal(err)
 	}
-	if err := e.st.AddToken(ctx, AdminUser, HashToken(token)); err != nil {
+	if err != nil {
+		// A token given for an existing admin is the admin's only token:
+		// setting a new one is how a leaked one is revoked.
+		err = e.st.ReplaceTokens(ctx, AdminUser, HashToken(token))
+	} else {
+		err = e.st.AddToken(ctx, AdminUser, HashToken(token))
+	}
+	if err != nil {
+		return "", internal(err)
+	}
+	return token, nil
+}
+
+// RotateToken gives user a new token and revokes all the user's others,
+// for a token that leaked or a person who left. The admin rotates anyone's;
+// a user rotates their own. Device credentials are not tokens: revoke
+// those with RevokeDevice.
+func (e *Engine) RotateToken(ctx context.Context, a Actor, user string) (string, error) {
+	if a.DeviceApp != "" || a.User == "" || (!a.Admin && a.User != user) {
+		return "", needAdmin(a, "give another user a new token")
+	}
+	token := NewToken()
+	err := e.st.ReplaceTokens(ctx, user, HashToken(token))
+	if errors.Is(err, store.ErrNotFound) {
+		return "", errs.New(errs.NotFound, "user %q not found; check the name (handoff whoami shows yours)", user)
+	}
+	if err != nil {
 		return "", internal(err)
 	}
 	return token, nil
@@ -64,7 +90,7 @@ func (e *Engine) Authenticate(ctx context.Context, token string) (Actor, error) 
 	}
 	u, err := e.st.UserByToken(ctx, HashToken(token))
 	if errors.Is(err, store.ErrNotFound) {
-		return Actor{}, errs.New(errs.Unauthorized, "the token is not valid; check HANDOFF_TOKEN, or ask the admin for a new one with `handoff user add`")
+		return Actor{}, errs.New(errs.Unauthorized, "the token is not valid; check HANDOFF_TOKEN, or ask the admin for a new one (`handoff user token NAME`)")
 	}
 	if err != nil {
 		return Actor{}, internal(err)

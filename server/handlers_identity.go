@@ -39,6 +39,20 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request, a engine.Actor)
 	return nil
 }
 
+// rotateToken gives a user a new token and revokes the old ones.
+func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
+	user := r.PathValue("user")
+	token, err := s.e.RotateToken(r.Context(), a, user)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Name  string `json:"name"`
+		Token string `json:"token"`
+	}{user, token})
+	return nil
+}
+
 func (s *Server) createApp(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
 	var req struct {
 		App    string `json:"app"`

@@ -19,6 +19,7 @@ func (s *Server) routes() {
 
 	s.api("GET /v1/whoami", s.whoami)
 	s.api("POST /v1/users", s.addUser)
+	s.api("POST /v1/users/{user}/token", s.rotateToken)
 	s.api("POST /v1/apps", s.createApp)
 	s.api("GET /v1/apps", s.listApps)
 	s.api("POST /v1/apps/{owner}/{app}/members", s.addMember)

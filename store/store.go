@@ -46,6 +46,9 @@ type Identity interface {
 	// AddToken stores the hash of a bearer token for a user. Tokens are
 	// never stored in clear.
 	AddToken(ctx context.Context, user string, hash []byte) error
+	// ReplaceTokens makes hash the user's only token, in one step: every
+	// other token of the user stops working. ErrNotFound if no such user.
+	ReplaceTokens(ctx context.Context, user string, hash []byte) error
 	// UserByToken finds the user owning a token hash; ErrNotFound if none.
 	UserByToken(ctx context.Context, hash []byte) (*User, error)
 

@@ -420,3 +420,44 @@ func TestMemberRemoveAndPublicCLI(t *testing.T) {
 		}
 	}
 }
+
+// TestUserTokenCLI: `handoff user token` gives a new token and revokes
+// the old ones at once; a user may do it for themself, only the admin for
+// others; devices stay; a new $HANDOFF_ADMIN_TOKEN replaces the old one.
+func TestUserTokenCLI(t *testing.T) {
+	srv, data, alice, bob := identityServer(t)
+	u := srv.url
+	asAlice := newCLIEnv(t, "HANDOFF_SERVER="+u, "HANDOFF_TOKEN="+alice)
+	cred, _ := decode[map[string]any](t, asAlice.ok("device", "add", "ci").stdout)["HANDOFF_DEVICE"].(string)
+
+	// The admin replaces alice's token.
+	alice2 := decode[map[string]string](t, must(t, u, adminToken, "user", "token", "alice").stdout)
+	if alice2["name"] != "alice" || !strings.HasPrefix(alice2["token"], "hnd_") || alice2["token"] == alice {
+		t.Fatalf("user token alice = %v", alice2)
+	}
+	fails(t, u, alice, 4, "error: unauthorized: ", "whoami")
+	if me := decode[map[string]any](t, must(t, u, alice2["token"], "whoami").stdout); me["user"] != "alice" {
+		t.Fatalf("whoami with the new token = %v", me)
+	}
+	// Her device credential is not a token: it still works.
+	dev := newCLIEnv(t, "HANDOFF_SERVER="+u, "HANDOFF_DEVICE="+cred)
+	dev.ok("whoami")
+
+	// Alice replaces her own; she may not replace bob's.
+	r := handoff(t, u, alice2["token"], "", "user", "token")
+	alice3 := decode[map[string]string](t, r.stdout)
+	if r.code != 0 || alice3["name"] != "alice" || !strings.Contains(r.stderr, "old token no longer works") {
+		t.Fatalf("user token (self) = %s", r)
+	}
+	fails(t, u, alice2["token"], 4, "error: unauthorized: ", "whoami")
+	fails(t, u, alice3["token"], 4, "error: forbidden: ", "user", "token", "bob")
+	must(t, u, bob, "whoami")
+	fails(t, u, adminToken, 5, "error: not_found: ", "user", "token", "nobody")
+
+	// A restart with another $HANDOFF_ADMIN_TOKEN revokes the old one.
+	srv.stop(t)
+	srv = startServer(t, data, "HANDOFF_ADMIN_TOKEN=hnd_rotated_admin")
+	fails(t, srv.url, adminToken, 4, "error: unauthorized: ", "whoami")
+	must(t, srv.url, "hnd_rotated_admin", "whoami")
+	srv.stop(t)
+}

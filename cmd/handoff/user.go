@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 )
 
@@ -19,7 +21,47 @@ func (c *cli) userCmd() *cobra.Command {
 			return c.printJSON(u)
 		}),
 	}
-	return group("user", "Manage users", add)
+	token := &cobra.Command{
+		Use:   "token [NAME]",
+		Short: "Give a user a new token and revoke all their old ones",
+		Long: `Give NAME (default: you) a new token and revoke every other token of
+theirs at once: for a token that leaked, or a person who left. The admin
+may do it for any user, a user for themself. The new token is printed
+once; the server keeps only its hash. Device credentials are not tokens
+and stay valid: revoke those with 'handoff device revoke'.
+
+The admin's token is replaced the same way. A server started with
+$HANDOFF_ADMIN_TOKEN makes that the admin's only token at each start, so
+change the variable too.`,
+		Example: `  handoff user token alice
+  {"name":"alice","token":"hnd_..."}`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			cl := c.client()
+			var name string
+			if len(args) == 1 {
+				name = args[0]
+			} else {
+				id, err := cl.WhoAmI(cmd.Context())
+				if err != nil {
+					return err
+				}
+				name = id.User
+			}
+			u, err := cl.RotateToken(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			if err := c.printJSON(u); err != nil {
+				return err
+			}
+			if len(args) == 0 {
+				fmt.Fprintln(c.stderr, "your old token no longer works: use the new one (HANDOFF_TOKEN, or handoff login)")
+			}
+			return nil
+		}),
+	}
+	return group("user", "Manage users", add, token)
 }
 
 func (c *cli) whoamiCmd() *cobra.Command {

@@ -38,6 +38,23 @@ func (s *Store) AddToken(ctx context.Context, user string, hash []byte) error {
 	return err
 }
 
+func (s *Store) ReplaceTokens(ctx context.Context, user string, hash []byte) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM users WHERE name = $1`, user).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return store.ErrNotFound
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM tokens WHERE user_name = $1 OR hash = $2`, user, hash); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO tokens (hash, user_name, created) VALUES ($1, $2, $3)`, hash, user, time.Now().UnixNano())
+		return err
+	})
+}
+
 func (s *Store) UserByToken(ctx context.Context, hash []byte) (*store.User, error) {
 	var u store.User
 	var t int64

@@ -44,6 +44,28 @@ func (s *Store) AddToken(ctx context.Context, user string, hash []byte) error {
 	return err
 }
 
+func (s *Store) ReplaceTokens(ctx context.Context, user string, hash []byte) error {
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE name = ?`, user).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return store.ErrNotFound
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM tokens WHERE user = ?`, user); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO tokens (hash, user, created) VALUES (?, ?, ?)`, hash, user, time.Now().UnixNano()); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
 func (s *Store) UserByToken(ctx context.Context, hash []byte) (*store.User, error) {
 	var u store.User
 	var t int64

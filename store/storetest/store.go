@@ -92,6 +92,25 @@ func testStoreTokens(t *testing.T, e *env) {
 	if _, err := e.st.UserByToken(e.ctx, []byte("a1")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("UserByToken(the clear token): %v, want ErrNotFound", err)
 	}
+	// ReplaceTokens leaves the user one token, and other users theirs.
+	if err := e.st.ReplaceTokens(e.ctx, "alice", hash("a3")); err != nil {
+		t.Fatalf("ReplaceTokens(alice): %v", err)
+	}
+	for token, want := range map[string]string{"a1": "", "a2": "", "a3": "alice", "r1": "root"} {
+		u, err := e.st.UserByToken(e.ctx, hash(token))
+		switch {
+		case want == "" && !errors.Is(err, store.ErrNotFound):
+			t.Fatalf("UserByToken(%s) after ReplaceTokens = %+v, %v; want ErrNotFound", token, u, err)
+		case want != "" && (err != nil || u.Name != want):
+			t.Fatalf("UserByToken(%s) after ReplaceTokens = %+v, %v; want %s", token, u, err, want)
+		}
+	}
+	if err := e.st.ReplaceTokens(e.ctx, "nobody", hash("n1")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("ReplaceTokens(nobody): %v, want ErrNotFound", err)
+	}
+	if _, err := e.st.UserByToken(e.ctx, hash("n1")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused ReplaceTokens stored its token: %v", err)
+	}
 }
 
 func testStoreApps(t *testing.T, e *env) {
