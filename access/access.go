@@ -136,7 +136,7 @@ func (f *Func) Check(ctx context.Context, in engine.AccessInput) (engine.AccessD
 		},
 	})
 	if err != nil {
-		return engine.AccessDecision{}, refusal(in.DB, err)
+		return engine.AccessDecision{}, refusal(in.DB, in.Timeout, err)
 	}
 	return dec, nil
 }
@@ -166,7 +166,7 @@ func userValue(vm *jsvm.VM, u *engine.AccessUser) goja.Value {
 // refusal maps a failed call to the codes of DESIGN §3: the function's own
 // `throw {forbidden}` or thrown string is forbidden with that reason;
 // anything else is access_error.
-func refusal(db string, err error) error {
+func refusal(db string, deadline time.Duration, err error) error {
 	var ee *errs.Error
 	if errors.As(err, &ee) {
 		return err
@@ -186,6 +186,9 @@ func refusal(db string, err error) error {
 	var ce *jsvm.CancelError
 	if errors.As(err, &ce) {
 		return errs.New(errs.Unavailable, "the write was cancelled while access.js ran; retry it")
+	}
+	if errors.Is(err, jsvm.ErrDeadline) {
+		return errs.New(errs.AccessError, "the access function of %q ran past its %v deadline and was stopped; make it faster (no unbounded loops, fewer awaits), or have the owner raise the deadline with `handoff app set --app OWNER/NAME --access-timeout %v`", db, deadline, 2*deadline)
 	}
 	var le *jsvm.LimitError
 	if errors.As(err, &le) {

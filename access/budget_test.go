@@ -29,7 +29,7 @@ var runaways = []struct {
 	db, why  string
 	deadline time.Duration
 }{
-	{"spin", "exceeded its 100ms deadline", 0},
+	{"spin", "ran past its 100ms deadline", 0},
 	{"recurse", "call stack exceeded", 10 * time.Second},
 	// Alone, the heap guard stops this bomb in ~20ms, well within the
 	// default deadline; a generous one makes sure that under -race and
@@ -96,7 +96,7 @@ func TestSetAccessTimeout(t *testing.T) {
 		start := time.Now()
 		_, err := en.try(alice, app, "spin", "", `{}`)
 		took := time.Since(start)
-		wantCode(t, err, errs.AccessError, "spin", fmt.Sprintf("exceeded its %v deadline", want))
+		wantCode(t, err, errs.AccessError, "spin", fmt.Sprintf("ran past its %v deadline", want))
 		if took < want || took > want+5*time.Second {
 			t.Fatalf("spin with a %v deadline stopped after %v", want, took)
 		}
@@ -118,7 +118,7 @@ func TestSetAccessTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := en.try(alice, app, "busy", "", `{"ms":150}`)
-	wantCode(t, err, errs.AccessError, "busy under 20ms", "exceeded its 20ms deadline")
+	wantCode(t, err, errs.AccessError, "busy under 20ms", "ran past its 20ms deadline", "--access-timeout")
 	if err := en.e.SetAccessTimeout(en.ctx, alice, app, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestRunawayDoesNotBlockOtherWrites(t *testing.T) {
 			t.Logf("%s returned after %v: %v", r.db, took, runawayErr)
 			why := r.why
 			if r.db == "spin" {
-				why = "exceeded its 2s deadline"
+				why = "ran past its 2s deadline"
 			}
 			wantCode(t, runawayErr, errs.AccessError, r.db, why)
 			var okApp, okOther int64

@@ -411,6 +411,7 @@ export function error() { throw new Error("boom"); }
 export function other() { throw { notForbidden: 1 }; }
 export function number() { throw 42; }
 export function badReturn() { return "jobs"; }
+export function numberReturn() { return 5; }
 export function badChannels() { return { channels: [1, 2] }; }
 export function nothing() {}
 `)
@@ -438,6 +439,10 @@ export function nothing() {}
 	wantCode(t, err, errs.AccessError, "throw number")
 	_, err = en.try(alice, app, "badReturn", "", `{}`)
 	wantCode(t, err, errs.AccessError, "return a string")
+	_, err = en.try(alice, app, "numberReturn", "", `{}`)
+	if e := wantCode(t, err, errs.AccessError, "return a number"); !strings.Contains(e.Message, "(a number)") {
+		t.Fatalf("a returned number is described as %q", e.Message)
+	}
 	_, err = en.try(alice, app, "badChannels", "", `{}`)
 	wantCode(t, err, errs.AccessError, "return numbers as channels")
 	en.put(alice, app, "nothing", "n", `{}`)
@@ -458,7 +463,7 @@ export function nothing() {}
 		}
 	}
 	all := strings.Join(logged, "\n")
-	if len(logged) != 6 || !strings.Contains(all, "TypeError") || !strings.Contains(all, "boom") || !strings.Contains(all, "badChannels/") {
+	if len(logged) != 7 || !strings.Contains(all, "TypeError") || !strings.Contains(all, "boom") || !strings.Contains(all, "badChannels/") {
 		t.Fatalf("access errors logged: %d lines\n%s", len(logged), all)
 	}
 	if strings.Contains(all, "plain words") {

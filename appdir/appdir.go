@@ -39,6 +39,11 @@ type Code struct {
 // error: it is almost always the wrong folder.
 func Read(dir string) (Code, error) {
 	var c Code
+	if st, err := os.Stat(dir); err != nil {
+		return Code{}, errs.New(errs.Invalid, "%s does not exist or cannot be read (%v); point at the app's folder", dir, err)
+	} else if !st.IsDir() {
+		return Code{}, errs.New(errs.Invalid, "%s is a file, not a folder; point at the folder that holds %s and %s", dir, AccessFile, BackendFile)
+	}
 	var err error
 	if c.Access, err = readOptional(filepath.Join(dir, AccessFile)); err != nil {
 		return Code{}, err

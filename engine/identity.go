@@ -156,7 +156,7 @@ func (e *Engine) CreateApp(ctx context.Context, a Actor, ref string, public bool
 	}
 	app, err := e.st.CreateApp(ctx, store.App{Owner: owner, Name: name, Public: public, Created: e.clock.Now()})
 	if errors.Is(err, store.ErrExists) {
-		return AppInfo{}, errs.New(errs.Exists, "app %q already exists", ref)
+		return AppInfo{}, errs.New(errs.Exists, "app %q already exists; pick another name, or deploy to it with `handoff deploy --app %s DIR`", ref, ref)
 	}
 	if err != nil {
 		return AppInfo{}, internal(err)

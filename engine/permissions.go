@@ -20,6 +20,10 @@ func (app *appState) isMember(a Actor) bool {
 // mayWrite applies the default rule until an app has an access function:
 // the owner and editors write.
 func (e *Engine) mayWrite(a Actor, app *appState) error {
+	if a.User == "" && a.Handler != "" {
+		// A fetch handler writes as nobody: only access.js can let it.
+		return errs.New(errs.Unauthorized, "the %s handler writes to %s without a user, which only access.js can allow; give the database an access function that passes such writes, e.g. with ctx.requireBackend(%q)", a.Handler, app.ref(), a.Handler)
+	}
 	if a.User == "" {
 		return errs.New(errs.Unauthorized, "writing to %s needs a credential; pass a token (HANDOFF_TOKEN) or sign in", app.ref())
 	}

@@ -40,6 +40,9 @@ func (e *Engine) Put(ctx context.Context, a Actor, appRef, db, id string, body [
 	if err := ValidDB(db); err != nil {
 		return WriteResult{}, err
 	}
+	if o.IfRev != "" && o.IfAbsent {
+		return WriteResult{}, errs.New(errs.Invalid, "ifRev and ifAbsent exclude each other: ifRev updates an existing document, ifAbsent only creates; pass one")
+	}
 	p, err := parseDoc(body, e.maxDoc)
 	if err != nil {
 		return WriteResult{}, err
@@ -175,8 +178,8 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate Acces
 		dec, err := gate.Check(ctx, e.accessInput(ctx, a, app, db, id, deleted, body, head, live))
 		if err != nil {
 			if errs.Is(err, errs.AccessError) {
-				// The writer sees only the code; the app's developer
-				// finds the details in its log.
+				// The writer gets the error too, but the app's developer
+				// is often someone else: the log keeps it for them.
 				e.appLog(app, "access", "error", fmt.Sprintf("access.js failed on a write of %s/%s: %v", db, id, err),
 					fieldsJSON("db", db, "id", id, "user", a.User, "handler", a.Handler))
 			}

@@ -46,7 +46,7 @@ func (s *Server) actor(r *http.Request) (engine.Actor, error) {
 	now := s.e.Clock().Now()
 	if wait := s.authFails.blocked(key, now); wait > 0 {
 		return engine.Actor{}, errs.New(errs.RateLimited,
-			"too many requests with a bad credential came from your address (the limit is %d a minute); retry in %s with a valid credential",
+			"too many requests with a bad credential came from your address (the limit is %d a minute); until %s from now every credential from it is refused, so wait, then retry with a valid one",
 			authFailBurst, wait.Round(time.Second)+time.Second)
 	}
 	a, err := s.authenticate(r, h)

@@ -82,6 +82,7 @@ func TestQueryPagination(t *testing.T) {
 		"limit not int":   "&limit=ten",
 		"limit too large": "&limit=5000",
 		"limit negative":  "&limit=-1",
+		"limit zero":      "&limit=0",
 	} {
 		t.Run(name, func(t *testing.T) { v.mustError(v.do("GET", q+suffix, "carol", ""), 400, "invalid") })
 	}

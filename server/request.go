@@ -144,9 +144,15 @@ func intParam(r *http.Request, name, hint string) (int, error) {
 	return n, nil
 }
 
-// limitParam is the page size; 0 lets the engine pick its default.
+// limitParam is the page size; absent is 0, which lets the engine pick
+// its default. A limit given must be a page size: 0 would read as "none".
 func limitParam(r *http.Request) (int, error) {
-	return intParam(r, "limit", "pass a page size from 1 to 1000, or leave it out for the default")
+	const hint = "pass a page size from 1 to 1000, or leave it out for the default"
+	n, err := intParam(r, "limit", hint)
+	if err == nil && n < 1 && r.URL.Query().Has("limit") {
+		return 0, errs.New(errs.Invalid, "limit=%d is not a page size; %s", n, hint)
+	}
+	return n, err
 }
 
 // sinceParam is the sequence a changes page starts after.

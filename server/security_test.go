@@ -264,7 +264,7 @@ func TestBadCredentialsAreRateLimited(t *testing.T) {
 		}
 	}
 	code, body := r.do(attacker, "Bearer hnd_guess-more", "/v1/whoami")
-	if code != 429 || !strings.Contains(body, `"rate_limited"`) || !strings.Contains(body, "retry in") {
+	if code != 429 || !strings.Contains(body, `"rate_limited"`) || !strings.Contains(body, "every credential from it is refused") {
 		t.Fatalf("guess past the limit: %d %s", code, body)
 	}
 	// While limited, even a good credential from that address is not

@@ -173,6 +173,12 @@ func testEngineIfAbsent(t *testing.T, e *env) {
 	if e.seqOf(appJobs) != seq {
 		t.Fatal("a refused ifAbsent write wrote a revision")
 	}
+	// ifRev and ifAbsent together are refused on every path (API, CLI,
+	// handlers): the write could only be a no-op or a conflict.
+	both := engine.PutOptions{IfAbsent: true, IfRev: r3.Rev}
+	if _, err := e.eng.Put(e.ctx, alice, appJobs, "jobs", "ing-1", []byte(`{"v":4}`), both); !errs.Is(err, errs.Invalid) {
+		t.Fatalf("ifRev with ifAbsent: %v, want invalid", err)
+	}
 }
 
 func testEngineTombstones(t *testing.T, e *env) {
