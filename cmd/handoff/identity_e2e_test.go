@@ -453,6 +453,13 @@ func TestUserTokenCLI(t *testing.T) {
 	fails(t, u, alice3["token"], 4, "error: forbidden: ", "user", "token", "bob")
 	must(t, u, bob, "whoami")
 	fails(t, u, adminToken, 5, "error: not_found: ", "user", "token", "nobody")
+	// Without any credential, the refusal says how to send one.
+	if r := fails(t, u, "", 4, "error: unauthorized: ", "app", "list"); !strings.Contains(r.stderr, "hint: no credential was sent to "+u) {
+		t.Errorf("no hint without a credential: %s", r.stderr)
+	}
+	if r := fails(t, u, "hnd_wrong", 4, "error: unauthorized: ", "app", "list"); strings.Contains(r.stderr, "hint: no credential") {
+		t.Errorf("a wrong token is not a missing one: %s", r.stderr)
+	}
 
 	// A restart with another $HANDOFF_ADMIN_TOKEN revokes the old one.
 	srv.stop(t)

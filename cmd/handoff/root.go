@@ -85,7 +85,7 @@ Exit codes: 0 ok, 1 other error, 2 usage, 3 conflict,
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&c.server, "server", "", "server URL (default $HANDOFF_SERVER, else "+client.DefaultServer+")")
-	pf.StringVar(&c.token, "token", "", "bearer token (default $HANDOFF_TOKEN)")
+	pf.StringVar(&c.token, "token", "", "bearer token (default $HANDOFF_TOKEN; else $HANDOFF_DEVICE signs each request, else the token handoff login stored for the server)")
 	c.root = root
 
 	root.AddCommand(c.serveCmd(), c.userCmd(), c.whoamiCmd(), c.appCmd(), c.dbCmd(), c.deployCmd(),
@@ -183,6 +183,9 @@ func (c *cli) report(cmd *cobra.Command, err error) int {
 			}
 		}
 		fmt.Fprintf(c.stderr, "error: %s: %s\n", code, msg)
+		if code == errs.Unauthorized {
+			c.hintNoCredential()
+		}
 		return errs.ExitCode(code)
 	}
 	// Anything else came from parsing the command line.
@@ -191,6 +194,20 @@ func (c *cli) report(cmd *cobra.Command, err error) int {
 		fmt.Fprintf(c.stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return 2
+}
+
+// hintNoCredential explains a refusal of a command that sent no
+// credential at all: often a login made for another server address.
+func (c *cli) hintNoCredential() {
+	cr := c.credentials()
+	if cr.token != "" || cr.device != "" || cr.err != nil {
+		return
+	}
+	server := cr.server
+	if server == "" {
+		server = client.DefaultServer
+	}
+	fmt.Fprintf(c.stderr, "hint: no credential was sent to %s; run `handoff login --server %s`, or set HANDOFF_TOKEN (a login counts only for the server address it was made for)\n", server, server)
 }
 
 func usageMessage(err error) string {

@@ -67,7 +67,7 @@ change the variable too.`,
 func (c *cli) whoamiCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "whoami",
-		Short: "Show who the token belongs to",
+		Short: "Show who the credential (token or device) belongs to",
 		Args:  noArgs,
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			id, err := c.client().WhoAmI(cmd.Context())
