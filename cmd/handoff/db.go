@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/handoff-run/handoff/client"
+	"github.com/handoff-run/handoff/errs"
 )
 
 // pageSize is how many documents or changes the CLI asks for per request
@@ -139,6 +142,9 @@ func (c *cli) dbGetCmd() *cobra.Command {
 				return printArray(c.stdout, h)
 			}
 			doc, err := cl.Get(cmd.Context(), app, f.db, args[0])
+			if errs.Is(err, errs.NotFound) {
+				return hinted{err, c.unknownDBHint(cmd.Context(), app, f.db)}
+			}
 			if err != nil {
 				return err
 			}
@@ -399,4 +405,17 @@ func (c *cli) printEntry(e client.Entry) error {
 
 func (c *cli) errorf(format string, args ...any) {
 	fmt.Fprintf(c.stderr, format, args...)
+}
+
+// unknownDBHint says when db is not a database of app ("" when it is):
+// a typo reads the same as an empty database or a missing document.
+func (c *cli) unknownDBHint(ctx context.Context, app, db string) string {
+	dbs, err := c.client().Databases(ctx, app)
+	if err != nil || slices.Contains(dbs, db) {
+		return ""
+	}
+	if len(dbs) == 0 {
+		return fmt.Sprintf("%s has no databases yet; a database appears with its first document", app)
+	}
+	return fmt.Sprintf("%s has no database %q; its databases are %s", app, db, strings.Join(dbs, ", "))
 }

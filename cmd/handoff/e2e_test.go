@@ -446,6 +446,11 @@ func TestImportExport(t *testing.T) {
 	u := srv.url
 	alice := decode[map[string]string](t, must(t, u, adminToken, "user", "add", "alice").stdout)["token"]
 	must(t, u, alice, "app", "create", "alice/jobs")
+	// Before any document, an export is empty and says there is no such
+	// database yet.
+	if r := must(t, u, alice, "db", "export", "--app", "alice/jobs", "--db", "jobs"); r.stdout != "" || !strings.Contains(r.stderr, "hint: alice/jobs has no databases yet") {
+		t.Fatalf("export of a database that does not exist: %s", r)
+	}
 
 	const n, badLine = 2500, 1234
 	var in strings.Builder
@@ -479,6 +484,14 @@ func TestImportExport(t *testing.T) {
 	}
 	if strings.Count(r.stderr, "error: ") != 1 {
 		t.Errorf("more than one error reported:\n%s", r.stderr)
+	}
+
+	// A typo in the database reads like a missing document: say so.
+	if r := fails(t, u, alice, 5, "error: not_found: ", "db", "get", "--app", "alice/jobs", "--db", "jbos", "doc-00001"); !strings.Contains(r.stderr, `hint: alice/jobs has no database "jbos"; its databases are jobs`) {
+		t.Fatalf("get from a database that does not exist: %s", r)
+	}
+	if r := fails(t, u, alice, 5, "error: not_found: ", "db", "get", "--app", "alice/jobs", "--db", "jobs", "nope"); strings.Contains(r.stderr, "hint:") {
+		t.Fatalf("a missing document in a database that exists got a hint: %s", r)
 	}
 
 	// Imported writes carry the import path in the ledger.

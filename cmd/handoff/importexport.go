@@ -328,6 +328,11 @@ while it runs may or may not be in it. 'db import' reads it back.`,
 			if err != nil {
 				return err
 			}
+			if n == 0 {
+				if hint := c.unknownDBHint(cmd.Context(), app, f.db); hint != "" {
+					fmt.Fprintln(c.stderr, "hint: "+hint)
+				}
+			}
 			if err := w.Flush(); err != nil {
 				return errs.New(errs.Internal, "cannot write the export: %v", err)
 			}

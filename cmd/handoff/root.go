@@ -183,6 +183,10 @@ func (c *cli) report(cmd *cobra.Command, err error) int {
 			}
 		}
 		fmt.Fprintf(c.stderr, "error: %s: %s\n", code, msg)
+		var h hinted
+		if errors.As(re.err, &h) && h.hint != "" {
+			fmt.Fprintf(c.stderr, "hint: %s\n", h.hint)
+		}
 		if code == errs.Unauthorized {
 			c.hintNoCredential()
 		}
@@ -222,6 +226,15 @@ func usageMessage(err error) string {
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
+
+// hinted is an error with a line of advice that report prints after it.
+type hinted struct {
+	err  error
+	hint string
+}
+
+func (h hinted) Error() string { return h.err.Error() }
+func (h hinted) Unwrap() error { return h.err }
 
 // runError is a failure of a command's work; its code decides the exit.
 type runError struct{ err error }
