@@ -181,8 +181,10 @@ func (ar *appRunner) deliverOne(app *appState, be Backend, ev store.Event) {
 	}
 	// onChange acts as the writer of the revision it reacts to, one level
 	// deeper for the loop guard.
+	// The admin's writes are the admin's: the flag is not stored with the
+	// revision, but the admin user is the only one that has it.
 	hc := &handlerCtx{e: e, app: app, actor: Actor{User: ev.Rev.Writer.User, Device: ev.Rev.Writer.Device,
-		Handler: "onChange", Depth: ev.Depth + 1}}
+		Admin: ev.Rev.Writer.User == AdminUser && ev.Rev.Writer.Device == "", Handler: "onChange", Depth: ev.Depth + 1}}
 	err := be.OnChange(ctx, changeEvent(ev), hc)
 	attempts := ev.Attempts + 1
 	if err == nil {

@@ -328,3 +328,24 @@ func TestBatchEndWakesAStarvedDeliverer(t *testing.T) {
 		}
 	}
 }
+
+// TestOnChangeActsAsTheAdmin: onChange reacting to the admin's write acts
+// as the admin, so it may write where the admin may (an app without
+// access.js lets the admin write), as it acts as any other writer.
+func TestOnChangeActsAsTheAdmin(t *testing.T) {
+	res := make(chan error, 4)
+	env := newDeliveryEnv(t, &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+		if ev.DB == "in" {
+			_, err := hc.Put(ctx, "out", ev.DocID, []byte(`{"seen":true}`), engine.PutOptions{})
+			res <- err
+		}
+		return nil
+	}})
+	admin := engine.Actor{User: engine.AdminUser, Admin: true}
+	if _, err := env.e.Put(context.Background(), admin, "alice/app", "in", "a", []byte(`{}`), engine.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; err != nil {
+		t.Fatalf("onChange's write for the admin's write: %v", err)
+	}
+}
