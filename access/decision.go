@@ -2,7 +2,6 @@ package access
 
 import (
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -25,7 +24,7 @@ func decision(vm *jsvm.VM, v goja.Value) (engine.AccessDecision, error) {
 	}
 	obj, ok := v.(*goja.Object)
 	if !ok {
-		return engine.AccessDecision{}, badReturn("a " + jsType(v))
+		return engine.AccessDecision{}, badReturn("a " + jsvm.TypeOf(v))
 	}
 	channels, err := stringList(obj.Get("channels"), "channels")
 	if err != nil {
@@ -135,19 +134,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// jsType names a primitive as JavaScript's typeof would, not as Go sees it.
-func jsType(v goja.Value) string {
-	if t := v.ExportType(); t != nil {
-		switch t.Kind() {
-		case reflect.Int64, reflect.Float64:
-			return "number"
-		case reflect.Bool:
-			return "boolean"
-		case reflect.String:
-			return "string"
-		}
-	}
-	return "value that is not an object"
 }

@@ -145,7 +145,7 @@ func (vm *VM) function(name string) (goja.Callable, error) {
 	}
 	fn, ok := goja.AssertFunction(v)
 	if !ok {
-		return nil, fmt.Errorf("%s: export %q is a %s, not a function; export a function to handle this", vm.prog.filename, name, typeOf(v))
+		return nil, fmt.Errorf("%s: export %q is a %s, not a function; export a function to handle this", vm.prog.filename, name, TypeOf(v))
 	}
 	vm.fns[name] = fn
 	return fn, nil
@@ -183,8 +183,8 @@ func (vm *VM) retire() {
 	watchdog.remove(vm)
 }
 
-// typeOf is JS's typeof, for messages.
-func typeOf(v goja.Value) string {
+// TypeOf is JavaScript's typeof of v, for messages that name a value's kind.
+func TypeOf(v goja.Value) string {
 	switch {
 	case v == nil || goja.IsUndefined(v):
 		return "undefined"
