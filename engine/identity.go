@@ -68,7 +68,13 @@ func (e *Engine) Bootstrap(ctx context.Context, token string) (string, error) {
 // a user rotates their own. Device credentials are not tokens: revoke
 // those with RevokeDevice.
 func (e *Engine) RotateToken(ctx context.Context, a Actor, user string) (string, error) {
-	if a.DeviceApp != "" || a.User == "" || (!a.Admin && a.User != user) {
+	if a.Device != "" {
+		// A device key is a narrower credential than a token: minting a
+		// token with it would outlive the device's revocation.
+		return "", &errs.Error{Code: errs.Forbidden, Reason: "a device credential",
+			Message: "a device credential cannot get tokens; run this with a user token (HANDOFF_TOKEN or handoff login)"}
+	}
+	if a.User == "" || (!a.Admin && a.User != user) {
 		return "", needAdmin(a, "give another user a new token")
 	}
 	token := NewToken()

@@ -116,6 +116,13 @@ func (ar *appRunner) stopOnDeploy(code *appCode, stop func(), done <-chan struct
 		case <-done:
 			return
 		case <-ar.reload:
+			select {
+			case <-done:
+				// The tick ended meanwhile: the scheduler needs this one.
+				signal(ar.reload)
+				return
+			default:
+			}
 			if app, _, err := ar.current(); err == nil && app.code != code && (app.code == nil || code == nil || app.code.version != code.version) {
 				stop()
 				return

@@ -184,7 +184,7 @@ func TestLoginCLI(t *testing.T) {
 	cfgPath := filepath.Join(c.home, "xdg", "handoff", "config.json")
 
 	// Nothing stored yet: anonymous, and told so.
-	c.with("HANDOFF_SERVER="+srv.url).fail(4, "error: unauthorized: ", []string{"whoami"})
+	c.with("HANDOFF_SERVER="+srv.url).fail(4, "error: unauthorized: ", []string{"whoami"}, "hint: no credential was sent to "+srv.url)
 
 	out := decode[map[string]any](t, c.ok("login", "--server", srv.url, "--token", alice).stdout)
 	if out["user"] != "alice" || out["server"] != srv.url || out["config"] != cfgPath {
@@ -224,7 +224,7 @@ func TestLoginCLI(t *testing.T) {
 	}
 	// A bad credential is refused and the stored one is kept.
 	r := c.run("hnd_wrong\n", "login", "--server", srv.url)
-	if r.code != 4 || !strings.HasPrefix(r.stderr, "error: unauthorized: ") {
+	if r.code != 4 || !strings.HasPrefix(r.stderr, "error: unauthorized: ") || strings.Contains(r.stderr, "hint: no credential") {
 		t.Fatalf("login with a bad token: %s", r)
 	}
 	if me := decode[map[string]any](t, c.ok("whoami").stdout); me["user"] != "bob" {
@@ -442,6 +442,9 @@ func TestUserTokenCLI(t *testing.T) {
 	// Her device credential is not a token: it still works.
 	dev := newCLIEnv(t, "HANDOFF_SERVER="+u, "HANDOFF_DEVICE="+cred)
 	dev.ok("whoami")
+	// A device key cannot mint a token: it would outlive the device.
+	dev.fail(4, "error: forbidden: ", []string{"user", "token"}, "device credential cannot get tokens")
+	dev.fail(4, "error: forbidden: ", []string{"user", "token", "alice"}, "device credential cannot get tokens")
 
 	// Alice replaces her own; she may not replace bob's.
 	r := handoff(t, u, alice2["token"], "", "user", "token")

@@ -187,7 +187,7 @@ func (c *cli) report(cmd *cobra.Command, err error) int {
 		if errors.As(re.err, &h) && h.hint != "" {
 			fmt.Fprintf(c.stderr, "hint: %s\n", h.hint)
 		}
-		if code == errs.Unauthorized {
+		if code == errs.Unauthorized && (cmd == nil || cmd.Name() != "login") {
 			c.hintNoCredential()
 		}
 		return errs.ExitCode(code)

@@ -78,7 +78,7 @@ var sqlClaimExclusive = claimSQL(`
 // sqlClaimLock serialises exclusive claims of one app across nodes. Taken
 // in the claim's transaction, before the claim statement, so the claim's
 // snapshot sees the leases of the claim that held the lock before it.
-const sqlClaimLock = `SELECT pg_advisory_xact_lock($1::int4, ($2 % 2147483647)::int4)`
+const sqlClaimLock = `SELECT pg_advisory_xact_lock($1::int4, ($2::int8 % 2147483647)::int4)`
 
 // claimLockSpace is the first key of the claim locks ("hc" for handoff
 // claims), apart from the migration and index locks.

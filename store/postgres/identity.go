@@ -40,17 +40,25 @@ func (s *Store) AddToken(ctx context.Context, user string, hash []byte) error {
 
 func (s *Store) ReplaceTokens(ctx context.Context, user string, hash []byte) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var n int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM users WHERE name = $1`, user).Scan(&n); err != nil {
+		// The user's row lock puts replacements of one user in a line (nodes
+		// starting with the same HANDOFF_ADMIN_TOKEN, two rotations at
+		// once); each statement after it sees the replacement before it.
+		rows, err := tx.Query(ctx, `SELECT 1 FROM users WHERE name = $1 FOR UPDATE`, user)
+		if err != nil {
 			return err
 		}
-		if n == 0 {
+		found, err := collect(rows, pgx.RowTo[int])
+		if err != nil {
+			return err
+		}
+		if len(found) == 0 {
 			return store.ErrNotFound
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM tokens WHERE user_name = $1 OR hash = $2`, user, hash); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM tokens WHERE user_name = $1`, user); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO tokens (hash, user_name, created) VALUES ($1, $2, $3)`, hash, user, time.Now().UnixNano())
+		_, err = tx.Exec(ctx, `INSERT INTO tokens (hash, user_name, created) VALUES ($1, $2, $3)
+			ON CONFLICT (hash) DO UPDATE SET user_name = excluded.user_name, created = excluded.created`, hash, user, time.Now().UnixNano())
 		return err
 	})
 }

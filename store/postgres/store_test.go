@@ -583,3 +583,15 @@ func TestClaimPassesOverHeldEvents(t *testing.T) {
 		t.Fatalf("claim behind 100 held events = %v, want %v", seqsOf(got), want)
 	}
 }
+
+// TestExclusiveClaimLargeAppID: the claim lock's key folds any int8 app id
+// into the lock's int4 space; an app id past 2^31 claims like any other.
+func TestExclusiveClaimLargeAppID(t *testing.T) {
+	st := openAt(t, freshDB(t))
+	defer st.Close()
+	for _, id := range []int64{1<<31 + 5, 1<<62 + 7} {
+		if evs, err := st.ClaimEventsExclusive(context.Background(), id, time.Now(), 10, time.Minute); err != nil || len(evs) != 0 {
+			t.Fatalf("ClaimEventsExclusive(app %d) = %v, %v", id, evs, err)
+		}
+	}
+}

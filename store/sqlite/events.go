@@ -121,6 +121,7 @@ func (s *Store) claim(ctx context.Context, appID int64, now time.Time, limit int
 	for seq, until := range held {
 		if !until.After(now) {
 			delete(held, seq)
+			delete(s.leases.settling[appID], seq)
 			sc.full = true
 		}
 	}

@@ -111,6 +111,29 @@ func testStoreTokens(t *testing.T, e *env) {
 	if _, err := e.st.UserByToken(e.ctx, hash("n1")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a refused ReplaceTokens stored its token: %v", err)
 	}
+
+	// Replacements at once (nodes starting with the same admin token, two
+	// rotations racing) all succeed, and leave exactly one token.
+	for round := range 3 {
+		parallel(t, 8, 8, func(i int) error {
+			return e.st.ReplaceTokens(e.ctx, "root", hash(fmt.Sprint("same", round)))
+		})
+		if u, err := e.st.UserByToken(e.ctx, hash(fmt.Sprint("same", round))); err != nil || u.Name != "root" {
+			t.Fatalf("after racing replacements with one token: %+v, %v", u, err)
+		}
+		parallel(t, 8, 8, func(i int) error {
+			return e.st.ReplaceTokens(e.ctx, "root", hash(fmt.Sprint("r", round, "-", i)))
+		})
+		valid := 0
+		for i := range 8 {
+			if _, err := e.st.UserByToken(e.ctx, hash(fmt.Sprint("r", round, "-", i))); err == nil {
+				valid++
+			}
+		}
+		if valid != 1 {
+			t.Fatalf("after 8 racing replacements, %d tokens are valid, want 1", valid)
+		}
+	}
 }
 
 func testStoreApps(t *testing.T, e *env) {
