@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -99,5 +102,23 @@ func TestUnreachableServerIsReported(t *testing.T) {
 	_, errOut, _ = runIn(t, env, "", "--server", "127.0.0.1:2", "app", "list")
 	if !strings.Contains(errOut, "http://127.0.0.1:2") {
 		t.Errorf("--server was not used: %q", errOut)
+	}
+}
+
+// TestServeOnABusyAddress: a start that cannot listen fails with a clear
+// error before it creates anything in the data directory.
+func TestServeOnABusyAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	data := filepath.Join(t.TempDir(), "data")
+	_, stderr, code := runIn(t, nil, "", "serve", "--data", data, "--addr", ln.Addr().String())
+	if code == 0 || !strings.Contains(stderr, "cannot listen on "+ln.Addr().String()) || !strings.Contains(stderr, "--addr") {
+		t.Fatalf("serve on a busy address: exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("the failed start left %s behind (%v)", data, err)
 	}
 }

@@ -94,11 +94,18 @@ connections and lets requests in flight finish.`,
 func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	log := slog.New(slog.NewTextHandler(c.stderr, nil))
 
+	// Listen first: a busy address then fails the start before it makes
+	// a data directory, a store or an admin token it would not use.
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return errs.New(errs.Unavailable, "cannot listen on %s: %v; pick another address with --addr", o.addr, err)
+	}
+	defer ln.Close() // when the start fails; after Serve, Shutdown closes it
+
 	if err := os.MkdirAll(o.data, 0o700); err != nil {
 		return errs.New(errs.Invalid, "cannot create the data directory %s: %v", o.data, err)
 	}
 	var st store.Store
-	var err error
 	where := o.data
 	if o.postgres != "" {
 		where = postgres.Redact(o.postgres)
@@ -153,10 +160,6 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	}
 	defer eng.Close()
 
-	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
-		return errs.New(errs.Unavailable, "cannot listen on %s: %v; pick another address with --addr", o.addr, err)
-	}
 	// Live feeds run until the client leaves; shutdown ends them through
 	// their request context instead of waiting out the grace period.
 	streams, endStreams := context.WithCancel(context.Background())
