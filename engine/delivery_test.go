@@ -349,3 +349,30 @@ func TestOnChangeActsAsTheAdmin(t *testing.T) {
 		t.Fatalf("onChange's write for the admin's write: %v", err)
 	}
 }
+
+// TestLoopGuardCountsPerApp: the writes the loop guard holds back are
+// counted for their own app, not for every app of the server.
+func TestLoopGuardCountsPerApp(t *testing.T) {
+	env := newDeliveryEnv(t, &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+		_, err := hc.Put(ctx, ev.DB, ev.DocID, []byte(`{"again":true}`), engine.PutOptions{})
+		return err
+	}})
+	ctx := context.Background()
+	admin := engine.Actor{User: engine.AdminUser, Admin: true}
+	if _, err := env.e.CreateApp(ctx, admin, "alice/other", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.e.Put(ctx, env.owner, "alice/app", "loop", "a", []byte(`{}`), engine.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the loop guard to stop the chain", func() error {
+		info, err := env.e.Schedule(ctx, env.owner, "alice/app")
+		if err == nil && info.LoopStopped != 1 {
+			err = fmt.Errorf("LoopStopped = %d", info.LoopStopped)
+		}
+		return err
+	})
+	if info, err := env.e.Schedule(ctx, env.owner, "alice/other"); err != nil || info.LoopStopped != 0 {
+		t.Fatalf("another app's LoopStopped = %d, %v; want 0", info.LoopStopped, err)
+	}
+}

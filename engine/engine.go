@@ -59,8 +59,11 @@ type Engine struct {
 	runner *runner
 	// live is runner for the store's callbacks, which run on the store's
 	// goroutines and may come before Start.
-	live        atomic.Pointer[runner]
-	loopStopped atomic.Int64
+	live atomic.Pointer[runner]
+	// loopStopped counts, per app, the committed writes whose onChange the
+	// loop guard held back since this engine started.
+	loopMu      sync.Mutex
+	loopStopped map[int64]int64
 	// activity counts commits, claims, handler runs and ticks, so a test on
 	// a virtual clock can tell when everything has come to rest.
 	activity atomic.Uint64

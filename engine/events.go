@@ -80,8 +80,8 @@ type ScheduleInfo struct {
 	Planned   *time.Time `json:"planned,omitempty"`
 	Duration  string     `json:"duration,omitempty"`
 	LastError string     `json:"lastError,omitempty"`
-	// LoopStopped counts writes whose onChange the loop guard held back,
-	// server-wide since start.
+	// LoopStopped counts the app's committed writes whose onChange the
+	// loop guard held back, on this server since it started.
 	LoopStopped int64 `json:"loopStopped"`
 }
 
@@ -95,7 +95,9 @@ func (e *Engine) Schedule(ctx context.Context, a Actor, appRef string) (Schedule
 	if err := e.mayAdmin(a, app); err != nil {
 		return ScheduleInfo{}, err
 	}
-	info := ScheduleInfo{LoopStopped: e.loopStopped.Load()}
+	e.loopMu.Lock()
+	info := ScheduleInfo{LoopStopped: e.loopStopped[app.ID]}
+	e.loopMu.Unlock()
 	if be := app.backend(); be != nil && be.Has("scheduled") {
 		info.Interval = be.Config().Scheduled.Interval.String()
 	}

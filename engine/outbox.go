@@ -13,15 +13,27 @@ const MaxEventDepth = 4
 
 // eventFor decides the outbox event of a write: one for every committed
 // write of an app whose backend has onChange, none past the loop guard.
-func (e *Engine) eventFor(a Actor, app *appState, w *store.Write) *store.EventSpec {
+// guarded reports a write the guard held back; it is counted and logged
+// once the write commits (loopGuarded), not on each try of the write.
+func (e *Engine) eventFor(a Actor, app *appState, w *store.Write) (ev *store.EventSpec, guarded bool) {
 	be := app.backend()
 	if be == nil || !be.Has("onChange") {
-		return nil
+		return nil, false
 	}
 	if a.Depth > MaxEventDepth {
-		e.loopStopped.Add(1)
-		e.appLog(app, "server", "warn", fmt.Sprintf("loop guard: the write of %s/%s made by onChange at depth %d fires no onChange (limit %d)", w.DB, w.ID, a.Depth, MaxEventDepth), nil)
-		return nil
+		return nil, true
 	}
-	return &store.EventSpec{Depth: a.Depth, NextAt: w.Time}
+	return &store.EventSpec{Depth: a.Depth, NextAt: w.Time}, false
+}
+
+// loopGuarded counts and logs a committed write whose onChange the loop
+// guard held back.
+func (e *Engine) loopGuarded(a Actor, app *appState, w *store.Write) {
+	e.loopMu.Lock()
+	if e.loopStopped == nil {
+		e.loopStopped = map[int64]int64{}
+	}
+	e.loopStopped[app.ID]++
+	e.loopMu.Unlock()
+	e.appLog(app, "server", "warn", fmt.Sprintf("loop guard: the write of %s/%s made by onChange at depth %d fires no onChange (limit %d)", w.DB, w.ID, a.Depth, MaxEventDepth), nil)
 }

@@ -195,7 +195,8 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate Acces
 		}
 	}
 	w.Rev = nextRev(w.BaseRev, deleted, body)
-	w.Event = e.eventFor(a, app, w)
+	var guarded bool
+	w.Event, guarded = e.eventFor(a, app, w)
 	seq, err := e.st.Commit(ctx, w)
 	if errors.Is(err, store.ErrHeadMoved) {
 		return res, false, nil
@@ -209,6 +210,9 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate Acces
 	e.activity.Add(1)
 	if w.Event != nil {
 		e.runner.poke(app)
+	}
+	if guarded {
+		e.loopGuarded(a, app, w)
 	}
 	return WriteResult{ID: id, Rev: w.Rev, Seq: seq}, true, nil
 }
