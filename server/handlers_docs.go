@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/handoff-run/handoff/engine"
-	"github.com/handoff-run/handoff/errs"
 )
 
 // writeResponse is the answer to a put or delete:
@@ -54,11 +53,8 @@ func putOptions(r *http.Request) (engine.PutOptions, error) {
 	if err != nil {
 		return engine.PutOptions{}, err
 	}
-	o := engine.PutOptions{IfRev: q.Get("ifRev"), IfAbsent: ifAbsent}
-	if o.IfRev != "" && o.IfAbsent {
-		return o, errs.New(errs.Invalid, "ifRev and ifAbsent exclude each other: ifRev updates an existing document, ifAbsent only creates; pass one")
-	}
-	return o, nil
+	// The engine refuses ifRev with ifAbsent, for every path.
+	return engine.PutOptions{IfRev: q.Get("ifRev"), IfAbsent: ifAbsent}, nil
 }
 
 func (s *Server) getDoc(w http.ResponseWriter, r *http.Request, a engine.Actor) error {

@@ -116,10 +116,10 @@ func checkQuery(r *http.Request) error {
 // other than allowed are refused; so is an empty ifRev, which is what a
 // script sends when the rev it read came back empty.
 func writeQuery(r *http.Request, allowed ...string) (url.Values, error) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		return nil, errs.New(errs.Invalid, "the query string is malformed: %v; URL-encode parameter values", err)
+	if err := checkQuery(r); err != nil {
+		return nil, err
 	}
+	q := r.URL.Query()
 	for k := range q {
 		if !slices.Contains(allowed, k) {
 			return nil, errs.New(errs.Invalid, "unknown parameter %q for this write; the parameters are %s (names are case-sensitive)", k, strings.Join(allowed, ", "))
