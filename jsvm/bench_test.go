@@ -210,3 +210,34 @@ func BenchmarkDeadlineArming(b *testing.B) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// BenchmarkToJSON compares this package's JSON.stringify (jsonglobal.go),
+// which ToJSON uses, with goja's own on a ~200-byte document.
+func BenchmarkToJSON(b *testing.B) {
+	prog, err := Compile("access.js", `export function f() {}`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	vm, err := newVM(prog, ptr(Options{}.withDefaults()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ref := goja.New()
+	for name, rt := range map[string]*goja.Runtime{"ToJSON": vm.Runtime, "BuiltinJSONStringify": ref} {
+		json := rt.Get("JSON").ToObject(rt)
+		parse, _ := goja.AssertFunction(json.Get("parse"))
+		str, _ := goja.AssertFunction(json.Get("stringify"))
+		doc, err := parse(goja.Undefined(), rt.ToValue(string(benchDoc)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := str(goja.Undefined(), doc); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

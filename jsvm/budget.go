@@ -60,6 +60,7 @@ func (vm *VM) begin(ctx context.Context, d time.Duration, realTime bool) {
 	vm.gen++
 	g := vm.gen
 	vm.cause = causeNone
+	vm.halted.Store(false)
 	vm.active.Store(g)
 	vm.mu.Unlock()
 
@@ -128,6 +129,7 @@ func (vm *VM) stop(g uint64, cause stopCause) {
 		return
 	}
 	vm.cause = cause
+	vm.halted.Store(true)
 	vm.mu.Unlock()
 	vm.Interrupt(cause)
 	vm.signal()

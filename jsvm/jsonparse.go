@@ -41,6 +41,7 @@ type jsonParser struct {
 	data  []byte
 	pos   int
 	depth int
+	steps int    // values read, for looking at the stop flag
 	buf   []byte // unescaping scratch
 }
 
@@ -82,6 +83,9 @@ func (p *jsonParser) skipSpace() {
 }
 
 func (p *jsonParser) value() (goja.Value, error) {
+	if p.steps++; p.steps%stopCheckEvery == 0 && p.vm.halted.Load() {
+		return nil, errors.New("jsvm: parsing stopped: the call was stopped")
+	}
 	if p.pos >= len(p.data) {
 		return nil, p.errorf("unexpected end of input")
 	}

@@ -24,7 +24,8 @@ type VM struct {
 	exports   *goja.Object             // module.exports after the module ran
 	fns       map[string]goja.Callable // exported functions, looked up once
 	jsonParse goja.Callable
-	jsonStr   goja.Callable
+	jsonStr   goja.Callable // JSON.stringify as installed (jsonglobal.go)
+	builtins  jsonBuiltins
 	memo      map[any]goja.Value    // see Memo
 	keys      map[string]string     // JSON object keys seen before (jsonparse.go)
 	strs      map[string]goja.Value // short JSON strings seen before
@@ -36,6 +37,7 @@ type VM struct {
 	gen     uint64            // call generation, bumped by begin
 	active  atomic.Uint64     // gen of the running call, 0 when idle
 	waiting atomic.Bool       // parked in the event loop, not running JS
+	halted  atomic.Bool       // the running call was stopped; native loops look
 	cause   stopCause         // why the running call was stopped, if it was
 	queue   []func(*VM) error // resumed host callbacks, to run on the VM
 	pending int               // Holds not yet resumed and run
@@ -75,7 +77,9 @@ func newVM(prog *Program, opts *Options) (*VM, error) {
 
 	json := rt.Get("JSON").ToObject(rt)
 	vm.jsonParse, _ = goja.AssertFunction(json.Get("parse"))
-	vm.jsonStr, _ = goja.AssertFunction(json.Get("stringify"))
+	if err := installJSON(vm); err != nil {
+		return nil, err
+	}
 
 	if opts.HeapLimit > 0 {
 		if err := installAllocGuards(vm); err != nil {
