@@ -134,7 +134,7 @@ func (g *allocGuard) wrap(obj *goja.Object, name string, size func(goja.Function
 		}
 		return v
 	}).(*goja.Object)
-	g.copyIdentity(fn, origVal.(*goja.Object))
+	copyIdentity(origVal.(*goja.Object), fn)
 	return obj.Set(name, fn)
 }
 
@@ -198,12 +198,6 @@ func ordinaryHasInstance(rt *goja.Runtime, c, v goja.Value) bool {
 		}
 	}
 	return false
-}
-
-func (g *allocGuard) copyIdentity(fn, orig *goja.Object) {
-	for _, key := range []string{"name", "length"} {
-		_ = fn.DefineDataProperty(key, orig.Get(key), goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE)
-	}
 }
 
 // length reads .length of an array-like; anything else counts as 0.

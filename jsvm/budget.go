@@ -18,6 +18,7 @@ const (
 	causeDeadline
 	causeCancel
 	causeHeap
+	causeRegex
 )
 
 func (c stopCause) Error() string {
@@ -28,6 +29,8 @@ func (c stopCause) Error() string {
 		return "cancelled"
 	case causeHeap:
 		return "heap limit exceeded"
+	case causeRegex:
+		return "regular expression too slow"
 	}
 	return "not stopped"
 }
@@ -65,6 +68,7 @@ func (vm *VM) begin(ctx context.Context, d time.Duration, realTime bool) {
 	vm.mu.Unlock()
 
 	vm.ctx = ctx
+	vm.joinDepth = 0
 	// A stray Interrupt can only come from a call we already threw away,
 	// but clearing costs nothing and keeps a reused runtime honest.
 	vm.ClearInterrupt()
@@ -206,6 +210,8 @@ func (vm *VM) classify(err error, cause stopCause, ctx context.Context, export s
 			return deadlineError(file, export, d)
 		case causeHeap:
 			return heapError(file, export, vm.opts.HeapLimit)
+		case causeRegex:
+			return regexError(file, export)
 		case causeCancel:
 			return &CancelError{File: file, Export: export, Err: context.Cause(ctx)}
 		}

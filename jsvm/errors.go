@@ -154,6 +154,12 @@ func heapError(file, export string, limit int64) *LimitError {
 		file, what(export), mib(limit))}
 }
 
+func regexError(file, export string) *LimitError {
+	return &LimitError{Kind: ErrDeadline, File: file, Export: export, msg: fmt.Sprintf(
+		"%s: %s: a regular expression ran for more than %v (catastrophic backtracking, as in /(a+)+\\1/?); simplify the pattern or check the input's length first",
+		file, what(export), RegexLimit)}
+}
+
 func neverSettlesError(file, export string) *LimitError {
 	return &LimitError{Kind: ErrNeverSettles, File: file, Export: export, msg: fmt.Sprintf(
 		"%s: %s returned a promise that can never settle (it awaits nothing the server is still doing); resolve or reject every promise you create",

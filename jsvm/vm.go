@@ -26,6 +26,7 @@ type VM struct {
 	jsonParse goja.Callable
 	jsonStr   goja.Callable // JSON.stringify as installed (jsonglobal.go)
 	builtins  jsonBuiltins
+	joinDepth int // nesting of Array.prototype.join (nativeguard.go)
 	memo      map[any]goja.Value    // see Memo
 	keys      map[string]string     // JSON object keys seen before (jsonparse.go)
 	strs      map[string]goja.Value // short JSON strings seen before
@@ -79,6 +80,9 @@ func newVM(prog *Program, opts *Options) (*VM, error) {
 	vm.jsonParse, _ = goja.AssertFunction(json.Get("parse"))
 	if err := installJSON(vm); err != nil {
 		return nil, err
+	}
+	if err := installNativeGuards(vm); err != nil {
+		return nil, fmt.Errorf("jsvm: installing native guards: %w", err)
 	}
 
 	if opts.HeapLimit > 0 {

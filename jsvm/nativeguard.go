@@ -1,0 +1,145 @@
+package jsvm
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/dlclark/regexp2/v2"
+	"github.com/dop251/goja"
+)
+
+// Two kinds of builtin work run natively, out of reach of Interrupt, for
+// as long as the script's data says: backtracking regular expressions and
+// the recursion of Array.prototype.join over nested arrays. Both are given
+// limits here that hold whatever the deadline.
+
+// RegexLimit is the longest one regular expression operation may run.
+// goja hands patterns that Go's linear-time regexp cannot run (back
+// references, lookaround) to regexp2, which backtracks: /^(a+)+\1$/ on 30
+// characters runs for minutes and Interrupt cannot stop it. regexp2 gives
+// up after its match timeout, and goja reads that as "no match", so each
+// operation is timed here too and one that ran this long fails its call
+// instead of returning a wrong answer.
+const RegexLimit = 500 * time.Millisecond
+
+// maxJoinDepth bounds how deeply Array.prototype.join (and toString,
+// which calls it) may recurse into nested arrays.
+const maxJoinDepth = maxJSONDepth
+
+func init() {
+	// Read by regexp2 when goja compiles a pattern; only goja uses
+	// regexp2 in this program.
+	regexp2.DefaultMatchTimeout = RegexLimit
+}
+
+// regexMethods are the RegExp.prototype methods that run a match. The
+// String.prototype methods reach them through the Symbol methods.
+var regexMethods = []string{"exec", "test"}
+
+var regexSymbols = []*goja.Symbol{goja.SymMatch, goja.SymMatchAll, goja.SymReplace, goja.SymSearch, goja.SymSplit}
+
+func installNativeGuards(vm *VM) error {
+	rt := vm.Runtime
+	proto := rt.Get("RegExp").ToObject(rt).Get("prototype").ToObject(rt)
+	for _, name := range regexMethods {
+		if err := vm.guardRegex(proto, name, nil); err != nil {
+			return err
+		}
+	}
+	for _, sym := range regexSymbols {
+		if err := vm.guardRegex(proto, "", sym); err != nil {
+			return err
+		}
+	}
+	arr := rt.Get("Array").ToObject(rt).Get("prototype").ToObject(rt)
+	for _, name := range []string{"join", "toLocaleString"} {
+		if err := vm.guardJoin(arr, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// guardRegex wraps proto[name] (or proto[sym]) so that an operation that
+// ran RegexLimit or longer stops the call. Time spent in a replacer
+// function is the user's JS, under the deadline, so it is not counted.
+func (vm *VM) guardRegex(proto *goja.Object, name string, sym *goja.Symbol) error {
+	var orig goja.Value
+	if sym != nil {
+		orig = proto.GetSymbol(sym)
+		name = sym.String()
+	} else {
+		orig = proto.Get(name)
+	}
+	fn, ok := goja.AssertFunction(orig)
+	if !ok {
+		return nil
+	}
+	wrapped := vm.ToValue(func(c goja.FunctionCall) goja.Value {
+		var inJS time.Duration
+		args := c.Arguments
+		if sym == goja.SymReplace && len(args) > 1 {
+			if replacer, ok := goja.AssertFunction(args[1]); ok {
+				args = append([]goja.Value(nil), args...)
+				args[1] = vm.ToValue(func(rc goja.FunctionCall) goja.Value {
+					start := time.Now()
+					defer func() { inJS += time.Since(start) }()
+					v, err := replacer(rc.This, rc.Arguments...)
+					if err != nil {
+						panic(err)
+					}
+					return v
+				})
+			}
+		}
+		start := time.Now()
+		v, err := fn(c.This, args...)
+		if err != nil {
+			panic(err)
+		}
+		if time.Since(start)-inJS >= RegexLimit {
+			vm.stopRunning(causeRegex)
+			vm.throw(vm.builtins.rangeError, fmt.Sprintf("a regular expression ran for more than %v", RegexLimit))
+		}
+		return v
+	}).(*goja.Object)
+	copyIdentity(orig.(*goja.Object), wrapped)
+	if sym != nil {
+		return proto.DefineDataPropertySymbol(sym, wrapped, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
+	}
+	return proto.DefineDataProperty(name, wrapped, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
+}
+
+// guardJoin wraps proto[name] with a nesting count: join calls toString
+// on each element, which for an array is join again, one Go frame deeper
+// each time, so a deeply nested array could exhaust the Go stack.
+func (vm *VM) guardJoin(proto *goja.Object, name string) error {
+	orig := proto.Get(name)
+	fn, ok := goja.AssertFunction(orig)
+	if !ok {
+		return nil
+	}
+	wrapped := vm.ToValue(func(c goja.FunctionCall) goja.Value {
+		if vm.joinDepth >= maxJoinDepth {
+			vm.throw(vm.builtins.rangeError, "Array.prototype."+name+": arrays nested deeper than "+strconv.Itoa(maxJoinDepth)+" levels")
+		}
+		vm.joinDepth++
+		defer func() { vm.joinDepth-- }()
+		v, err := fn(c.This, c.Arguments...)
+		if err != nil {
+			panic(err)
+		}
+		return v
+	}).(*goja.Object)
+	copyIdentity(orig.(*goja.Object), wrapped)
+	return proto.DefineDataProperty(name, wrapped, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
+}
+
+// copyIdentity gives a wrapper the name and length of the builtin it
+// stands for, so code that inspects them sees no difference.
+func copyIdentity(orig, fn *goja.Object) {
+	for _, key := range []string{"name", "length"} {
+		_ = fn.DefineDataProperty(key, orig.Get(key), goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE)
+	}
+}

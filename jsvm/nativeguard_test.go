@@ -1,0 +1,52 @@
+package jsvm
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+const nativeModule = `
+export function backtrack() { return /^(a+)+\1$/.test("a".repeat(32) + "b") }
+export function backtrackReplace() { return ("a".repeat(32) + "b").replace(/^(a+)+\1$/, "x") }
+export function backtrackCaught() { try { return /^(a+)+\1$/.exec("a".repeat(32) + "b") } catch (e) { return "caught " + e.name } }
+export function slowReplacer() {
+  return "aaaaaaaa".replace(/(?=a)a/g, () => { const end = Date.now() + 80; while (Date.now() < end) {} return "b" })
+}
+export function regexes() {
+  return [/(a)\1/.test("aa"), "x1y2".replace(/(?<=x)\d/, "#"), "a,b".split(/(?=,)/), /b/[Symbol.search]("ab"),
+    [..."a1b2".matchAll(/(?<d>\d)/g)].map((m) => m.groups.d), RegExp.prototype.exec.name, RegExp.prototype.test.length]
+}
+export function joinDeep() { let a = []; for (let i = 0; i < 100000; i++) a = [a]; try { return String(a).length } catch (e) { return e.name + ": " + e.message } }
+export function joinOK() { return [String([1, [2, [3, [4]]]]), [1, [2, 3]].join(";"), [[1], [2]].toLocaleString(), Array.prototype.join.name] }
+`
+
+func TestRegexOperationLimit(t *testing.T) {
+	p := newTestPool(t, "backend.js", nativeModule, Options{Size: 1})
+	for _, export := range []string{"backtrack", "backtrackReplace", "backtrackCaught"} {
+		start := time.Now()
+		err := callWithin(p, export, time.Minute)
+		if !errors.Is(err, ErrDeadline) || !strings.Contains(err.Error(), "regular expression ran for more than") {
+			t.Errorf("%s: got %v after %v, want the regular expression limit", export, err, time.Since(start))
+		}
+	}
+	// A replacer's own time is JS under the deadline, not regex time.
+	if got := mustJSON(t, p, "slowReplacer"); got != `"bbbbbbbb"` {
+		t.Errorf("slowReplacer: %s", got)
+	}
+	want := `[true,"x#y2",["a",",b"],1,["1","2"],"exec",1]`
+	if got := mustJSON(t, p, "regexes"); got != want {
+		t.Errorf("regexes: got %s want %s", got, want)
+	}
+}
+
+func TestJoinNestingLimit(t *testing.T) {
+	p := newTestPool(t, "access.js", nativeModule, Options{Size: 1})
+	if got, want := mustJSON(t, p, "joinDeep"), `"RangeError: Array.prototype.join: arrays nested deeper than 1000 levels"`; got != want {
+		t.Errorf("joinDeep: got %s want %s", got, want)
+	}
+	if got, want := mustJSON(t, p, "joinOK"), `["1,2,3,4","1;2,3","1,2","join"]`; got != want {
+		t.Errorf("joinOK: got %s want %s", got, want)
+	}
+}
