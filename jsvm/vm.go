@@ -26,7 +26,7 @@ type VM struct {
 	jsonParse goja.Callable
 	jsonStr   goja.Callable // JSON.stringify as installed (jsonglobal.go)
 	builtins  jsonBuiltins
-	joinDepth int // nesting of Array.prototype.join (nativeguard.go)
+	joinDepth int                   // nesting of Array.prototype.join (nativeguard.go)
 	memo      map[any]goja.Value    // see Memo
 	keys      map[string]string     // JSON object keys seen before (jsonparse.go)
 	strs      map[string]goja.Value // short JSON strings seen before
