@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/dop251/goja"
@@ -50,7 +49,7 @@ func (r *Runtime) CompileAccess(filename, source string) (engine.AccessFunc, err
 	if err != nil {
 		return nil, compileError(err)
 	}
-	f := &Func{states: map[*jsvm.VM]*callState{}}
+	f := &Func{}
 	pool, err := jsvm.NewPool(prog, jsvm.Options{
 		Size:      r.o.PoolSize,
 		Now:       r.o.Now,
@@ -80,9 +79,6 @@ func compileError(err error) error {
 type Func struct {
 	pool    *jsvm.Pool
 	exports []string
-
-	mu     sync.Mutex
-	states map[*jsvm.VM]*callState
 }
 
 // callState is what ctx's checks read during one call. It lives in Go,
@@ -141,10 +137,17 @@ func (f *Func) Check(ctx context.Context, in engine.AccessInput) (engine.AccessD
 	return dec, nil
 }
 
+// stateKey is the jsvm.VM.Memo key of a runtime's *callState. The state
+// lives on the runtime, not in a map on Func, so a runtime thrown away
+// after a runaway call takes its state with it.
+type stateKey struct{}
+
 func (f *Func) state(vm *jsvm.VM) *callState {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.states[vm]
+	v, err := vm.Memo(stateKey{}, func(vm *jsvm.VM) (goja.Value, error) { return vm.ToValue(&callState{}), nil })
+	if err != nil {
+		return &callState{}
+	}
+	return v.Export().(*callState)
 }
 
 func userValue(vm *jsvm.VM, u *engine.AccessUser) goja.Value {

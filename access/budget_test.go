@@ -2,6 +2,7 @@ package access_test
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -370,5 +371,37 @@ func skipBombsUnderRace(t *testing.T) {
 	t.Helper()
 	if raceDetector {
 		t.Skip("memory bombs crash the race detector; scripts/test.sh runs them without -race")
+	}
+}
+
+// TestRetiredRuntimesAreReleased: a runtime stopped by a budget is thrown
+// away, and nothing may keep it reachable, or every runaway write would
+// leak what its runtime held.
+func TestRetiredRuntimesAreReleased(t *testing.T) {
+	en := newEnv(t)
+	const app = "alice/retired"
+	en.app(app, false)
+	en.deploy(app, `
+globalThis.kept = []
+export function hold() { globalThis.kept.push(new Uint8Array(8 << 20).fill(1)); while (true) {} }
+export default function () { return {} }
+`)
+	if err := en.e.SetAccessTimeout(en.ctx, alice, app, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	const writes = 40 // each leaves 8 MiB in the runtime it retires
+	for i := range writes {
+		_, err := en.try(alice, app, "hold", fmt.Sprint("x", i), `{}`)
+		wantCode(t, err, errs.AccessError, "hold", "deadline")
+	}
+	if grown := int64(heap()) - int64(before); grown > 100<<20 {
+		t.Fatalf("heap grew by %d MiB after %d runaway writes: retired runtimes are still reachable", grown>>20, writes)
 	}
 }

@@ -19,10 +19,7 @@ const ctxGlobal = "__handoffAccessCtx"
 // setup installs ctx's checks in a new runtime. Each check throws
 // {forbidden: reason}, exactly as a user's own refusal does.
 func (f *Func) setup(vm *jsvm.VM) error {
-	st := &callState{}
-	f.mu.Lock()
-	f.states[vm] = st
-	f.mu.Unlock()
+	st := f.state(vm)
 
 	deny := func(format string, args ...any) {
 		o := vm.NewObject()
