@@ -105,6 +105,7 @@ func (f *Func) Check(ctx context.Context, in engine.AccessInput) (engine.AccessD
 	err := f.pool.Do(ctx, jsvm.Call{
 		Export:   export,
 		Deadline: in.Timeout,
+		Group:    in.App,
 		Args: func(vm *jsvm.VM) ([]goja.Value, error) {
 			st := f.state(vm)
 			st.in = &in

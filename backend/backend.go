@@ -59,6 +59,11 @@ type Options struct {
 	// while the module loads, and deploy-time warnings. Default
 	// slog.Default().
 	Logger *slog.Logger
+
+	// Gate shares the cores among the apps' handlers: a handler may
+	// compute for as long as its run limit, so without it one app's busy
+	// handlers could hold every core. Default jsvm.DefaultGate().
+	Gate *jsvm.Gate
 }
 
 // Compiler compiles backend.js into Backends.
@@ -73,6 +78,9 @@ func New(o Options) *Compiler {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Gate == nil {
+		o.Gate = jsvm.DefaultGate()
 	}
 	return &Compiler{o: o}
 }
@@ -143,6 +151,7 @@ func (b *Backend) poolOptions(size int, deadline time.Duration) jsvm.Options {
 		Now:       b.c.o.Now,
 		AfterFunc: b.c.o.AfterFunc,
 		Setup:     b.setup,
+		Gate:      b.c.o.Gate,
 	}
 }
 

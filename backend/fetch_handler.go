@@ -36,6 +36,7 @@ func (b *Backend) Fetch(ctx context.Context, req engine.FetchRequest, hc engine.
 	err := b.serve.Do(ctx, jsvm.Call{
 		Export:   "fetch",
 		Deadline: engine.FetchRunTimeout,
+		Group:    c.group(),
 		Args: func(vm *jsvm.VM) ([]goja.Value, error) {
 			var err error
 			if rt, err = stateOf(vm); err != nil {

@@ -50,6 +50,7 @@ func (b *Backend) run(ctx context.Context, pool *jsvm.Pool, c *call, event func(
 	err := pool.Do(ctx, jsvm.Call{
 		Export:   c.handler,
 		Deadline: limit,
+		Group:    c.group(),
 		Args: func(vm *jsvm.VM) ([]goja.Value, error) {
 			var err error
 			if rt, err = stateOf(vm); err != nil {

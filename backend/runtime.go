@@ -51,6 +51,12 @@ type call struct {
 	ended  bool
 }
 
+// group is the app the call runs for, which the JS gate shares cores by.
+func (c *call) group() string {
+	owner, name := c.hc.App()
+	return owner + "/" + name
+}
+
 // stateKey is the jsvm.VM.Memo key of a runtime's *runtime.
 type stateKey struct{}
 

@@ -36,7 +36,10 @@ type AccessFunc interface {
 // AccessInput is what access.js sees: doc, oldDoc, user and what ctx
 // checks against.
 type AccessInput struct {
-	DB string
+	// App is the app's owner/name: whose JavaScript this is, for sharing
+	// the cores fairly among apps.
+	App string
+	DB  string
 	// Doc is the incoming document with _id and without _rev; on delete
 	// {"_id": id, "_deleted": true}.
 	Doc json.RawMessage

@@ -103,14 +103,20 @@ func installAllocGuards(vm *VM) error {
 func (g *allocGuard) over(size float64) bool {
 	if size >= bigAlloc {
 		g.vm.bigAllocs.Add(1) // tells the heap watchdog who allocates
-	}
-	if !(size > g.limit) {
+		if !(size > g.limit) && !overCeiling(size) {
+			return false
+		}
+	} else if !(size > g.limit) {
 		return false
 	}
 	if g.vm.active.Load() == 0 {
 		panic(g.vm.NewGoError(fmt.Errorf("allocating %s would exceed the heap limit of %s", mib(int64(min(size, 1<<62))), mib(int64(g.limit)))))
 	}
-	g.vm.stopRunning(causeHeap)
+	if size > g.limit {
+		g.vm.stopRunning(causeHeap)
+	} else {
+		g.vm.stopRunning(causeCeiling)
+	}
 	return true
 }
 

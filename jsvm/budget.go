@@ -19,6 +19,7 @@ const (
 	causeCancel
 	causeHeap
 	causeRegex
+	causeCeiling
 )
 
 func (c stopCause) Error() string {
@@ -31,6 +32,8 @@ func (c stopCause) Error() string {
 		return "heap limit exceeded"
 	case causeRegex:
 		return "regular expression too slow"
+	case causeCeiling:
+		return "server memory ceiling reached"
 	}
 	return "not stopped"
 }
@@ -212,6 +215,8 @@ func (vm *VM) classify(err error, cause stopCause, ctx context.Context, export s
 			return heapError(file, export, vm.opts.HeapLimit)
 		case causeRegex:
 			return regexError(file, export)
+		case causeCeiling:
+			return ceilingError(file, export)
 		case causeCancel:
 			return &CancelError{File: file, Export: export, Err: context.Cause(ctx)}
 		}

@@ -154,6 +154,12 @@ func heapError(file, export string, limit int64) *LimitError {
 		file, what(export), mib(limit))}
 }
 
+func ceilingError(file, export string) *LimitError {
+	return &LimitError{Kind: ErrHeapLimit, File: file, Export: export, msg: fmt.Sprintf(
+		"%s: %s was stopped because the server's memory for JavaScript (%s) ran out while it ran; use less memory per call, and try again",
+		file, what(export), mib(heapCeiling.Load()))}
+}
+
 func regexError(file, export string) *LimitError {
 	return &LimitError{Kind: ErrDeadline, File: file, Export: export, msg: fmt.Sprintf(
 		"%s: %s: a regular expression ran for more than %v (catastrophic backtracking, as in /(a+)+\\1/?); simplify the pattern or check the input's length first",

@@ -13,16 +13,27 @@ import (
 // guard is necessarily approximate. One watchdog goroutine per process
 // samples the Go heap (runtime/metrics, a few hundred nanoseconds) every
 // couple of milliseconds while any guarded call runs JS, and remembers the
-// heap size each call started from. When the heap has grown by more than
-// a call's HeapLimit since then, it forces a garbage collection to tell
-// garbage from growth (rate-limited, since a GC is not free), and if the
-// growth is still there it stops the call. Growth is charged to calls by
-// share: each tick's growth is split among the calls running JS during
-// that tick, so a call that merely overlaps a runaway in another app is
-// charged a small part of it and keeps running, while the runaway, which
-// runs at every tick, is charged the bulk. Single huge allocations, which
-// could exhaust memory between two ticks, are refused up front by
-// allocguard.go.
+// heap size each call started from. Each tick's growth is charged to the
+// calls that caused it: to those seen making big allocations through the
+// guarded builtins (allocguard.go) when there are any, otherwise in equal
+// shares to the calls that were already running at the last tick, so a
+// call that starts now is not charged for what happened before it, and a
+// short call (most access.js calls end within a tick) is never charged.
+// Three limits apply to what a call is charged:
+//
+//   - its own HeapLimit;
+//   - its pool's PoolHeapLimit, shared by all the calls running at once on
+//     one compiled module, so one app's many concurrent calls cannot each
+//     stay just under the per-call limit;
+//   - the process's ceiling (SetHeapCeiling) on the whole heap: above it,
+//     every call running for more than a tick is stopped, whoever was
+//     charged, because the server's memory matters more than any call.
+//
+// Past a limit the call is a suspect: the watchdog forces a garbage
+// collection (rate-limited, since a GC is not free) to tell garbage from
+// growth, and stops it if the growth is still there. Growth of more than
+// twice a limit stops it at once. Single huge allocations, which could
+// exhaust memory between two ticks, are refused up front by allocguard.go.
 
 const (
 	heapTick      = 2 * time.Millisecond
@@ -35,7 +46,20 @@ const (
 	// doubles past the limit within one call, and a doubling string
 	// reaches gigabytes in the time a forced GC takes.
 	heapHardFactor = 2
+
+	// DefaultHeapCeiling is the process's heap ceiling unless
+	// SetHeapCeiling changes it.
+	DefaultHeapCeiling = 512 << 20
 )
+
+var heapCeiling atomic.Int64
+
+func init() { heapCeiling.Store(DefaultHeapCeiling) }
+
+// SetHeapCeiling sets the heap size (Go heap objects, in bytes) above which
+// running JavaScript calls are stopped, whatever each was charged; 0 or less
+// turns the ceiling off. It is process-wide, like the memory it guards.
+func SetHeapCeiling(n int64) { heapCeiling.Store(n) }
 
 var watchdog = &heapWatch{vms: make(map[weak.Pointer[VM]]*watchState), kickc: make(chan struct{}, 1)}
 
@@ -62,10 +86,18 @@ type watchState struct {
 	allocs  uint64 // the VM's bigAllocs at the last tick
 }
 
+// suspect is a call, or the calls of one pool, charged past a limit.
 type suspect struct {
-	vm   *VM
-	gen  uint64
-	base uint64
+	calls   []call
+	base    uint64 // the lowest heap any of them started from
+	charged uint64 // what they were charged together
+	limit   uint64
+	cause   stopCause
+}
+
+type call struct {
+	vm  *VM
+	gen uint64
 }
 
 func (w *heapWatch) add(vm *VM) {
@@ -153,7 +185,8 @@ func readHeap(s []metrics.Sample) uint64 {
 // was running.
 func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 	heap := readHeap(s)
-	var suspects []suspect
+	var suspects, stops []suspect
+	ceiling := uint64(max(heapCeiling.Load(), 0))
 	w.mu.Lock()
 	var growth uint64
 	if heap > w.prevHeap && w.prevHeap > 0 {
@@ -165,6 +198,7 @@ func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 		st       *watchState
 		g        uint64
 		allocing bool // made big allocations since the last tick
+		fresh    bool // started since the last tick
 	}
 	var runs []running
 	// payers are the runtimes seen making big allocations since the last
@@ -172,6 +206,7 @@ func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 	// still takes its share of the growth (charged to nobody).
 	payers := w.gonePayers
 	w.gonePayers = 0
+	veterans := 0
 	for wp, st := range w.vms {
 		vm := wp.Value()
 		if vm == nil {
@@ -196,47 +231,101 @@ func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 			continue
 		}
 		busy = true
-		if st.gen != g {
+		fresh := st.gen != g
+		if fresh {
 			st.gen, st.base, st.charged = g, heap, 0
+		} else {
+			veterans++
 		}
 		if heap < st.base {
 			st.base = heap // a GC ran: growth counts from the low point
 		}
-		runs = append(runs, running{vm, st, g, allocing})
+		runs = append(runs, running{vm, st, g, allocing, fresh})
 	}
-	// Growth goes to the calls seen making big allocations. When none
-	// was seen, it goes to the only call running, if there is just one:
-	// with several, nothing tells whose it is (runtimes being replaced,
-	// modules loading), and the deadline remains the backstop. Only the
-	// call charged the most is a suspect, and stopping it forgives the
-	// others: what they were charged was mostly its growth.
-	var top *running
 	for i := range runs {
 		r := &runs[i]
 		switch {
-		case payers == 0 && len(runs) == 1:
-			r.st.charged += growth
-		case r.allocing:
-			r.st.charged += growth / uint64(payers)
+		case payers > 0:
+			if r.allocing {
+				r.st.charged += growth / uint64(payers)
+			}
+		case !r.fresh:
+			r.st.charged += growth / uint64(veterans)
 		}
+	}
+
+	// The call charged the most, and each pool whose calls together are
+	// charged past the pool's limit, are suspects; stopping one forgives
+	// the others, since what they were charged was mostly its growth.
+	var top *running
+	pools := map[*Options]*suspect{}
+	for i := range runs {
+		r := &runs[i]
 		if r.st.charged > uint64(r.vm.opts.HeapLimit) && (top == nil || r.st.charged > top.st.charged) {
 			top = r
 		}
+		if r.st.charged == 0 || r.vm.opts.PoolHeapLimit <= 0 {
+			continue
+		}
+		sp := pools[r.vm.opts]
+		if sp == nil {
+			sp = &suspect{base: r.st.base, limit: uint64(r.vm.opts.PoolHeapLimit), cause: causeHeap}
+			pools[r.vm.opts] = sp
+		}
+		sp.calls = append(sp.calls, call{r.vm, r.g})
+		sp.base = min(sp.base, r.st.base)
+		sp.charged += r.st.charged
 	}
 	if top != nil {
-		limit := uint64(top.vm.opts.HeapLimit)
-		if top.st.charged > heapHardFactor*limit {
-			// No garbage burst explains this much within one call;
-			// waiting for a GC to confirm could cost gigabytes.
-			top.vm.stop(top.g, causeHeap)
-			for _, r := range runs {
-				r.st.charged = 0
+		suspects = append(suspects, suspect{calls: []call{{top.vm, top.g}}, base: top.st.base, charged: top.st.charged, limit: uint64(top.vm.opts.HeapLimit), cause: causeHeap})
+	}
+	for _, sp := range pools {
+		if sp.charged > sp.limit {
+			suspects = append(suspects, *sp)
+		}
+	}
+	if ceiling > 0 && heap > ceiling {
+		// Over the process's ceiling: the calls that grew the heap
+		// while they ran are suspects too. Until a collection runs,
+		// the heap also holds the leftovers of calls stopped before.
+		sp := suspect{limit: ceiling, cause: causeCeiling}
+		for _, r := range runs {
+			if !r.fresh && r.st.charged > 0 {
+				sp.calls = append(sp.calls, call{r.vm, r.g})
 			}
+		}
+		if heap > heapHardFactor*ceiling && growth > 0 {
+			sp.charged = heap // past the hard factor: stop at once
+		}
+		suspects = append(suspects, sp)
+	}
+	// No garbage burst explains this much within one call; waiting for a
+	// GC to confirm could cost gigabytes.
+	kept := suspects[:0]
+	for _, sp := range suspects {
+		if sp.charged > heapHardFactor*sp.limit {
+			stops = append(stops, sp)
 		} else {
-			suspects = append(suspects, suspect{vm: top.vm, gen: top.g, base: top.st.base})
+			kept = append(kept, sp)
+		}
+	}
+	suspects = kept
+	if len(stops) > 0 {
+		for _, r := range runs {
+			r.st.charged = 0
 		}
 	}
 	w.mu.Unlock()
+	for _, sp := range stops {
+		for _, c := range sp.calls {
+			c.vm.stop(c.gen, sp.cause)
+		}
+	}
+	if len(stops) > 0 {
+		// What they allocated is garbage now: collect it before it
+		// counts against the next calls.
+		suspects = append(suspects, suspect{})
+	}
 	if len(suspects) > 0 && !w.confirming.Load() && time.Since(w.lastGC) >= heapGCGap {
 		w.lastGC = time.Now()
 		w.confirming.Store(true)
@@ -254,8 +343,10 @@ func (w *heapWatch) confirm(suspects []suspect) {
 	runtime.GC()
 	heap := readHeap(heapSample())
 	for _, sp := range suspects {
-		if heap > sp.base && heap-sp.base > uint64(sp.vm.opts.HeapLimit) {
-			sp.vm.stop(sp.gen, causeHeap)
+		if len(sp.calls) > 0 && heap > sp.base && heap-sp.base > sp.limit {
+			for _, c := range sp.calls {
+				c.vm.stop(c.gen, sp.cause)
+			}
 			w.forgive()
 		}
 	}
@@ -269,4 +360,22 @@ func (w *heapWatch) forgive() {
 	for _, st := range w.vms {
 		st.charged = 0
 	}
+}
+
+// overCeiling reports whether allocating size more bytes would take the
+// heap past the ceiling. It runs on the allocating call's own goroutine, so
+// a call that allocates in big pieces is stopped before the watchdog's next
+// tick, and it is that call which waits for the collection that tells its
+// garbage from the heap's real size.
+func overCeiling(size float64) bool {
+	ceiling := heapCeiling.Load()
+	if ceiling <= 0 {
+		return false
+	}
+	s := heapSample()
+	if float64(readHeap(s))+size <= float64(ceiling) {
+		return false
+	}
+	runtime.GC()
+	return float64(readHeap(s))+size > float64(ceiling)
 }

@@ -166,6 +166,13 @@ func (vm *VM) next() (func(*VM) error, error) {
 			vm.mu.Unlock()
 			return nil, errStopped
 		case len(vm.queue) > 0:
+			if !vm.holding && vm.opts.Gate != nil {
+				vm.mu.Unlock()
+				if !vm.takeSlot() {
+					return nil, errStopped
+				}
+				continue
+			}
 			fn := vm.queue[0]
 			vm.queue[0] = nil
 			vm.queue = vm.queue[1:]
@@ -177,6 +184,7 @@ func (vm *VM) next() (func(*VM) error, error) {
 			return nil, errNeverSettles
 		}
 		vm.mu.Unlock()
+		vm.yieldSlot() // awaiting the host runs no JS
 		vm.waiting.Store(true)
 		<-vm.wake
 		vm.waiting.Store(false)
@@ -184,4 +192,29 @@ func (vm *VM) next() (func(*VM) error, error) {
 			watchdog.kick() // it may have parked while every call waited
 		}
 	}
+}
+
+// yieldSlot gives the call's slot of the gate back, if it holds one.
+func (vm *VM) yieldSlot() {
+	if vm.holding {
+		vm.holding = false
+		vm.opts.Gate.release(vm.group)
+	}
+}
+
+// takeSlot waits for a slot of the gate so the call can run JS again. It
+// reports false when the call was stopped while it waited.
+func (vm *VM) takeSlot() bool {
+	vm.waiting.Store(true)
+	defer vm.waiting.Store(false)
+	ok := vm.opts.Gate.acquire(vm.group, vm.wake, func() bool {
+		vm.mu.Lock()
+		defer vm.mu.Unlock()
+		return vm.cause != causeNone
+	})
+	vm.holding = ok
+	if vm.opts.HeapLimit > 0 {
+		watchdog.kick()
+	}
+	return ok
 }

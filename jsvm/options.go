@@ -40,6 +40,16 @@ type Options struct {
 	// approximate this is.
 	HeapLimit int64
 
+	// PoolHeapLimit is how far the calls running at once in this pool may
+	// grow the heap together. Default 4 × HeapLimit; negative disables it.
+	PoolHeapLimit int64
+
+	// Gate, when set, shares the cores among the groups (apps) whose
+	// calls run in its pools (gate.go): for code that may compute for
+	// minutes. Nil: calls take no slot, which suits short calls under a
+	// tight deadline (access.js), since slots cannot be taken back.
+	Gate *Gate
+
 	// Now is the clock behind Date.now() and new Date(). Default time.Now;
 	// the server passes its Clock so virtual-time tests see virtual dates.
 	Now func() time.Time
@@ -76,8 +86,12 @@ func (o Options) withDefaults() Options {
 	if o.HeapLimit == 0 {
 		o.HeapLimit = DefaultHeapLimit
 	}
+	if o.PoolHeapLimit == 0 && o.HeapLimit > 0 {
+		o.PoolHeapLimit = 4 * o.HeapLimit
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+
 	return o
 }

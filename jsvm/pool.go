@@ -67,6 +67,9 @@ type Call struct {
 	// Deadline overrides Options.Deadline for this call, e.g. 15 minutes
 	// for an onChange handler in a pool whose default suits access.js.
 	Deadline time.Duration
+	// Group is who the call runs for (the app), for the fair sharing of
+	// the gate's slots among groups.
+	Group string
 }
 
 // Do runs c on a free runtime, waiting for one if all are busy; only ctx
@@ -80,7 +83,7 @@ func (p *Pool) Do(ctx context.Context, c Call) error {
 	if d <= 0 {
 		d = p.opts.Deadline
 	}
-	return p.with(ctx, c.Export, d, func(vm *VM) error {
+	return p.with(ctx, c.Export, c.Group, d, func(vm *VM) error {
 		fn, err := vm.function(c.Export)
 		if err != nil {
 			return err
@@ -113,7 +116,7 @@ func (p *Pool) Call(ctx context.Context, export string, args func(vm *VM) ([]goj
 // Value hands the current value of a non-function export (config) to
 // result on a borrowed runtime.
 func (p *Pool) Value(ctx context.Context, export string, result func(vm *VM, v goja.Value) error) error {
-	return p.with(ctx, export, p.opts.Deadline, func(vm *VM) error {
+	return p.with(ctx, export, "", p.opts.Deadline, func(vm *VM) error {
 		v, err := vm.export(export)
 		if err != nil {
 			return err
@@ -122,9 +125,10 @@ func (p *Pool) Value(ctx context.Context, export string, result func(vm *VM, v g
 	})
 }
 
-// with borrows a runtime, runs fn under the budgets and gives the runtime
-// back, or replaces it if it can no longer be trusted.
-func (p *Pool) with(ctx context.Context, export string, d time.Duration, fn func(vm *VM) error) error {
+// with borrows a runtime and a slot of the gate, runs fn under the budgets
+// and gives both back, replacing the runtime if it can no longer be
+// trusted.
+func (p *Pool) with(ctx context.Context, export, group string, d time.Duration, fn func(vm *VM) error) error {
 	if err := ctx.Err(); err != nil {
 		// Checked first: a call started on a dead context would be
 		// stopped at once and cost its runtime.
@@ -138,6 +142,13 @@ func (p *Pool) with(ctx context.Context, export string, d time.Duration, fn func
 		return err
 	}
 	defer p.put(vm)
+	if gate := p.opts.Gate; gate != nil {
+		if !gate.acquire(group, ctx.Done(), func() bool { return ctx.Err() != nil }) {
+			return &CancelError{File: p.prog.filename, Export: export, Err: context.Cause(ctx)}
+		}
+		vm.group, vm.holding = group, true
+		defer vm.yieldSlot()
+	}
 	return vm.run(ctx, export, d, func() error { return fn(vm) })
 }
 

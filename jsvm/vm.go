@@ -45,6 +45,8 @@ type VM struct {
 	wake    chan struct{}     // capacity 1: "look at the queue or the cause"
 
 	// Touched only on the goroutine that holds the VM.
+	group   string      // the call's Call.Group
+	holding bool        // the call holds a slot of opts.Gate
 	timer   *time.Timer // reused deadline timer (no per-call allocation)
 	stopAF  func() bool // disarms an Options.AfterFunc deadline
 	stopCtx func() bool // disarms the context watcher

@@ -1,0 +1,160 @@
+package jsvm
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dop251/goja"
+)
+
+// gateModule's functions report to the host when they start running JS.
+const gateModule = `
+export function spin() { started(); while (true) {} }
+export async function awaitHost() { started(); return await host() }
+export function quick() { started(); return 1 }
+`
+
+type gateProbe struct {
+	mu   sync.Mutex
+	vms  map[string][]*VM // each group's runtimes
+	gens map[*VM]uint64   // the call of each runtime that called started
+	most map[string]int   // the most calls of a group seen running at once
+	hold chan func()      // awaitHost's resume functions
+}
+
+func newGateProbe() *gateProbe {
+	return &gateProbe{vms: map[string][]*VM{}, gens: map[*VM]uint64{}, most: map[string]int{}, hold: make(chan func(), 4)}
+}
+
+// setup counts, whenever a call starts, the group's calls that are running
+// (a runtime loading its module is not a call).
+func (g *gateProbe) setup(group string) func(vm *VM) error {
+	return func(vm *VM) error {
+		g.mu.Lock()
+		g.vms[group] = append(g.vms[group], vm)
+		g.mu.Unlock()
+		if err := vm.Set("started", func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			g.gens[vm] = vm.active.Load()
+			n := 0
+			for _, v := range g.vms[group] {
+				if gen := v.active.Load(); gen != 0 && gen == g.gens[v] && !v.waiting.Load() {
+					n++
+				}
+			}
+			g.most[group] = max(g.most[group], n)
+		}); err != nil {
+			return err
+		}
+		return vm.Set("host", func() goja.Value {
+			p, resolve, _ := vm.NewPromise()
+			resume := vm.Hold()
+			g.hold <- func() { resume(func(vm *VM) error { return resolve(vm.ToValue("resumed")) }) }
+			return vm.ToValue(p)
+		})
+	}
+}
+
+func (g *gateProbe) call(p *Pool, group, export string, d time.Duration) error {
+	return p.Do(context.Background(), Call{Export: export, Group: group, Deadline: d})
+}
+
+// TestGateLeavesACoreToOthers: one app's runaway calls never hold every
+// slot, so another app's calls keep running beside them.
+func TestGateLeavesACoreToOthers(t *testing.T) {
+	probe := newGateProbe()
+	gate := NewGate(2)
+	hog := newTestPool(t, "access.js", gateModule, Options{Size: 3, Gate: gate, Setup: probe.setup("hog")})
+	other := newTestPool(t, "access.js", gateModule, Options{Size: 1, Gate: gate, Setup: probe.setup("other")})
+	var wg sync.WaitGroup
+	var hogsDone atomic.Int32
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := probe.call(hog, "hog", "spin", 300*time.Millisecond); !errors.Is(err, ErrDeadline) {
+				t.Errorf("spin: %v", err)
+			}
+			hogsDone.Add(1)
+		}()
+	}
+	// Other's calls run while the hogs take their turns, one at a time.
+	for range 20 {
+		if err := probe.call(other, "other", "quick", time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hogsDone.Load() == 3 {
+		t.Error("the other app's calls waited for every runaway to end")
+	}
+	wg.Wait()
+	probe.mu.Lock()
+	defer probe.mu.Unlock()
+	if got := probe.most["hog"]; got != 1 {
+		t.Errorf("the runaway app ran %d calls at once on a gate of 2 slots, want 1", got)
+	}
+}
+
+// TestGateSlotIsFreeWhileAwaiting: a call that awaits host work gives its
+// slot back, so a call of the same app can run meanwhile, here the very
+// call that the first one waits for.
+func TestGateSlotIsFreeWhileAwaiting(t *testing.T) {
+	probe := newGateProbe()
+	p := newTestPool(t, "backend.js", gateModule, Options{Size: 2, Gate: NewGate(2), Setup: probe.setup("app")})
+	res := make(chan error, 1)
+	go func() { res <- probe.call(p, "app", "awaitHost", 5*time.Second) }()
+	resume := <-probe.hold // awaitHost is now waiting on the host
+	if err := probe.call(p, "app", "quick", 5*time.Second); err != nil {
+		t.Fatalf("a second call of the app while the first awaited: %v", err)
+	}
+	resume()
+	if err := <-res; err != nil {
+		t.Fatalf("awaitHost: %v", err)
+	}
+}
+
+func TestGateHandsSlotsToTheGroupHoldingFewest(t *testing.T) {
+	g := NewGate(3) // a group may hold 2
+	never := make(chan struct{})
+	no := func() bool { return false }
+	for range 2 {
+		if !g.acquire("a", never, no) {
+			t.Fatal("a")
+		}
+	}
+	// a is at its cap: its next call waits, though a slot is free, and
+	// b, which holds none, takes that slot.
+	aWaits := make(chan bool, 1)
+	go func() { aWaits <- g.acquire("a", never, no) }()
+	time.Sleep(10 * time.Millisecond) // let it queue; the outcome does not depend on it
+	if !g.acquire("b", never, no) {
+		t.Fatal("b")
+	}
+	select {
+	case <-aWaits:
+		t.Fatal("a took a third slot")
+	default:
+	}
+	// When a gives one back, a's waiter gets it.
+	g.release("a")
+	if !<-aWaits {
+		t.Fatal("a's waiter")
+	}
+	// A waiter that gives up leaves no slot taken.
+	cancel := make(chan struct{})
+	gaveUp := make(chan bool, 1)
+	go func() { gaveUp <- g.acquire("c", cancel, func() bool { return true }) }()
+	close(cancel)
+	if <-gaveUp {
+		t.Fatal("c got a slot of a full gate")
+	}
+	g.release("b")
+	if !g.acquire("c", never, no) {
+		t.Fatal("c after b released")
+	}
+}

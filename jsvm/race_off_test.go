@@ -1,0 +1,5 @@
+//go:build !race
+
+package jsvm
+
+const raceDetector = false
