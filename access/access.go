@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 
@@ -22,8 +23,10 @@ import (
 type Options struct {
 	// Now is the clock that Date.now() reads. Default time.Now.
 	Now func() time.Time
-	// PoolSize bounds the runtimes per compiled access.js. Default
-	// GOMAXPROCS: access functions are CPU-bound.
+	// PoolSize bounds the runtimes per compiled access.js, and so how
+	// many of one app's access calls run at once. Default GOMAXPROCS-1
+	// (at least 1): access functions are CPU-bound, and one app's runaway
+	// writes must leave a core to the other apps and the server.
 	PoolSize int
 	// HeapLimit is how far one call may grow the heap; 0 picks jsvm's
 	// default.
@@ -39,6 +42,9 @@ var _ engine.Runtime = (*Runtime)(nil)
 func New(o Options) *Runtime {
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.PoolSize <= 0 {
+		o.PoolSize = max(runtime.GOMAXPROCS(0)-1, 1)
 	}
 	return &Runtime{o: o}
 }

@@ -130,8 +130,10 @@ func TestSetAccessTimeout(t *testing.T) {
 	wantForbidden(t, en.e.SetAccessTimeout(en.ctx, bob, app, time.Second), "not the owner", "by a non-owner")
 }
 
-// While a runaway runs, writes to another database of the same app and to
-// another app keep committing, without waiting for it.
+// While a runaway runs, writes to another app keep committing, without
+// waiting for it. So do writes to another database of the same app when
+// the app's access.js may use more than one core (GOMAXPROCS-1 of them);
+// on two cores they wait for the runaway, and only for it.
 func TestRunawayDoesNotBlockOtherWrites(t *testing.T) {
 	en := newEnv(t)
 	const app, other = "alice/budget", "alice/other"
@@ -221,7 +223,7 @@ func TestRunawayDoesNotBlockOtherWrites(t *testing.T) {
 				if tl.err != nil {
 					t.Fatalf("%s: a write failed while %s ran: %v", key, r.db, tl.err)
 				}
-				if r.db == "spin" {
+				if r.db == "spin" && (strings.HasPrefix(key, other+"/") || runtime.GOMAXPROCS(0) > 2) {
 					if tl.during < 5 {
 						t.Fatalf("%s: only %d commits during the %v runaway", key, tl.during, took)
 					}

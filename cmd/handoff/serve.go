@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,7 @@ import (
 	"github.com/handoff-run/handoff/backend"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/jsvm"
 	"github.com/handoff-run/handoff/server"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/postgres"
@@ -39,6 +41,7 @@ type serveOptions struct {
 	postgres string
 	apps     []string
 	mounts   []mount
+	jsMemory int // MiB
 }
 
 func (c *cli) serveCmd() *cobra.Command {
@@ -88,11 +91,13 @@ connections and lets requests in flight finish.`,
 	fl.StringVar(&o.addr, "addr", defaultAddr, "address to listen on, HOST:PORT (port 0 picks a free one)")
 	fl.StringVar(&o.postgres, "postgres", "", "PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DB, to use instead of the embedded store (default $HANDOFF_POSTGRES)")
 	fl.StringArrayVar(&o.apps, "app", nil, "owner/name=DIR: serve the app's code from DIR and redeploy it on every edit (repeatable)")
+	fl.IntVar(&o.jsMemory, "js-memory", jsvm.DefaultHeapCeiling>>20, "MiB of heap past which the apps' running JavaScript calls are stopped; the Go runtime also collects harder from there")
 	return cmd
 }
 
 func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	log := slog.New(slog.NewTextHandler(c.stderr, nil))
+	limitMemory(o.jsMemory)
 
 	// Listen first: a busy address then fails the start before it makes
 	// a data directory, a store or an admin token it would not use.
@@ -192,4 +197,19 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// limitMemory applies --js-memory: the JavaScript heap ceiling, and a soft
+// limit for the Go runtime a quarter above it (unless GOMEMLIMIT sets one),
+// so the garbage of calls stopped for memory is collected and returned to
+// the system promptly instead of at the next doubling of the heap.
+func limitMemory(mib int) {
+	if mib <= 0 {
+		jsvm.SetHeapCeiling(0)
+		return
+	}
+	jsvm.SetHeapCeiling(int64(mib) << 20)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(mib) << 20 * 5 / 4)
+	}
 }
