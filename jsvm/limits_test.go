@@ -102,6 +102,32 @@ func TestInfiniteRecursionHitsStackLimit(t *testing.T) {
 	assertPoolServes(t, p)
 }
 
+// reentrantModule recurses through builtins that call back into JS: each
+// level is Go frames as well as a JS frame, so only the JS call-stack limit
+// keeps the Go stack, whose overflow is fatal, from growing without end.
+const reentrantModule = `
+export function mapRec() { function f(n) { return [n].map(() => f(n + 1)) } return f(0) }
+export function getterRec() { const o = { get x() { return this.x } }; return o.x }
+export function toStringRec() { const o = { toString() { return String(o) } }; return String(o) }
+export function proxyRec() { const p = new Proxy({}, { get(t, k) { return p[k] } }); return p.x }
+export function sortRec() { function f() { return [2, 1].sort(() => (f(), 0)) } return f() }
+export function toJSONRec() { const o = { toJSON() { return JSON.stringify(o) } }; return JSON.stringify(o) }
+export function reviverRec() { function f() { return JSON.parse("[1]", () => f()) } return f() }
+export function replaceRec() { function f() { return "a".replace(/a/, () => f()) } return f() }
+export function applyRec() { function f() { return Reflect.apply(f, null, []) } return f() }
+export function bindRec() { let g; const f = () => g(); g = f.bind(null); return f() }
+export function promiseRec() { function f() { return new Promise(() => f()) } return f() }
+`
+
+func TestRecursionThroughBuiltinsHitsStackLimit(t *testing.T) {
+	p := newTestPool(t, "access.js", reentrantModule, Options{Size: 1})
+	for _, export := range []string{"mapRec", "getterRec", "toStringRec", "proxyRec", "sortRec", "toJSONRec", "reviverRec", "replaceRec", "applyRec", "bindRec", "promiseRec"} {
+		if err := callWithin(p, export, 10*time.Second); !errors.Is(err, ErrStackOverflow) {
+			t.Errorf("%s: got %v, want the call-stack limit", export, err)
+		}
+	}
+}
+
 func TestHeapGuard(t *testing.T) {
 	// A generous deadline, so that the heap guard, not the deadline,
 	// must be what stops the hogs.
