@@ -329,8 +329,8 @@ while it runs may or may not be in it. 'db import' reads it back.`,
 				return err
 			}
 			if n == 0 {
-				if hint := c.unknownDBHint(cmd.Context(), app, f.db); hint != "" {
-					fmt.Fprintln(c.stderr, "hint: "+hint)
+				if err := c.missingDB(cmd.Context(), app, f.db); err != nil {
+					return err
 				}
 			}
 			if err := w.Flush(); err != nil {
