@@ -38,6 +38,7 @@ type serveOptions struct {
 	addr     string
 	postgres string
 	apps     []string
+	vibes    []string // --vibe, the alias of --app
 	mounts   []mount
 }
 
@@ -71,7 +72,7 @@ connections and lets requests in flight finish.`,
 			if err := postgres.CheckURL(o.postgres); o.postgres != "" && err != nil {
 				return usageError{"--postgres (or HANDOFF_POSTGRES) must be a postgres://USER:PASSWORD@HOST:PORT/DB URL: " + err.Error()}
 			}
-			for _, a := range o.apps {
+			for _, a := range append(o.apps, o.vibes...) {
 				m, err := parseMount(a)
 				if err != nil {
 					return err
@@ -92,6 +93,7 @@ connections and lets requests in flight finish.`,
 	fl.StringVar(&o.addr, "addr", defaultAddr, "address to listen on, HOST:PORT (port 0 picks a free one)")
 	fl.StringVar(&o.postgres, "postgres", "", "PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DB, to use instead of the embedded store (default $HANDOFF_POSTGRES)")
 	fl.StringArrayVar(&o.apps, "app", nil, "owner/name=DIR: serve the app's code from DIR and redeploy it on every edit (repeatable)")
+	fl.StringArrayVar(&o.vibes, "vibe", nil, "alias of --app")
 	return cmd
 }
 
