@@ -181,3 +181,15 @@ func TestLoginHelpNamesTheConfigFile(t *testing.T) {
 		t.Fatalf("login --help ignores XDG_CONFIG_HOME:\n%s", out)
 	}
 }
+
+func TestClosest(t *testing.T) {
+	names := []string{"jobs", "logs", "bob", "alice", "admin"}
+	for typed, want := range map[string]string{
+		"jbos": "jobs", "job": "jobs", "Jobs": "jobs", "bbo": "bob", "alcie": "alice",
+		"jobs": "", "x": "", "zzzz": "", "ab": "",
+	} {
+		if got := closest(typed, names); got != want {
+			t.Errorf("closest(%q) = %q, want %q", typed, got, want)
+		}
+	}
+}
