@@ -126,6 +126,32 @@ func (c *Client) AddUser(ctx context.Context, name string) (NewUser, error) {
 	return out, err
 }
 
+// User is a user as the API shows it, with the apps they own.
+type User struct {
+	Name    string    `json:"name"`
+	Admin   bool      `json:"admin,omitempty"`
+	Created time.Time `json:"created"`
+	Apps    []string  `json:"apps"`
+}
+
+// Users lists every user (admin only).
+func (c *Client) Users(ctx context.Context) ([]User, error) {
+	var out struct {
+		Users []User `json:"users"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/users", nil, nil, &out)
+	return nonNil(out.Users), err
+}
+
+// RemoveUser deletes a user with their tokens, devices and roles in apps
+// (admin only). The admin, and a user who owns apps, cannot be removed.
+func (c *Client) RemoveUser(ctx context.Context, user string) error {
+	if user == "" {
+		return errs.New(errs.Invalid, "user name is empty; pass the user to remove")
+	}
+	return c.do(ctx, http.MethodDelete, "/v1/users/"+url.PathEscape(user), nil, nil, nil)
+}
+
 // RotateToken gives user a new token and revokes all the user's others:
 // the admin may do it for anyone, a user for themself.
 func (c *Client) RotateToken(ctx context.Context, user string) (NewUser, error) {

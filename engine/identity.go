@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/store"
@@ -125,6 +127,87 @@ func (e *Engine) AddUser(ctx context.Context, a Actor, name string) (string, err
 		return "", internal(err)
 	}
 	return token, nil
+}
+
+// UserInfo is a user as the API shows it, with the apps they own.
+type UserInfo struct {
+	Name    string    `json:"name"`
+	Admin   bool      `json:"admin,omitempty"`
+	Created time.Time `json:"created"`
+	Apps    []string  `json:"apps"`
+}
+
+// Users lists every user with the apps they own. Only the admin lists
+// users.
+func (e *Engine) Users(ctx context.Context, a Actor) ([]UserInfo, error) {
+	if !a.Admin || a.DeviceApp != "" {
+		return nil, needAdmin(a, "list users")
+	}
+	us, err := e.st.Users(ctx)
+	if err != nil {
+		return nil, internal(err)
+	}
+	apps, err := e.st.Apps(ctx)
+	if err != nil {
+		return nil, internal(err)
+	}
+	owned := map[string][]string{}
+	for _, app := range apps {
+		owned[app.Owner] = append(owned[app.Owner], app.Owner+"/"+app.Name)
+	}
+	out := make([]UserInfo, len(us))
+	for i, u := range us {
+		out[i] = UserInfo{Name: u.Name, Admin: u.Admin, Created: u.Created.UTC(), Apps: append([]string{}, owned[u.Name]...)}
+	}
+	return out, nil
+}
+
+// RemoveUser deletes a user: their tokens and devices stop working at
+// once and their roles in apps are taken. Only the admin removes users,
+// never the admin. A user who owns apps stays: the apps' names are under
+// the owner's, and a new user of that name would own them.
+func (e *Engine) RemoveUser(ctx context.Context, a Actor, name string) error {
+	if !a.Admin || a.DeviceApp != "" {
+		return needAdmin(a, "remove users")
+	}
+	u, err := e.st.User(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return errs.New(errs.NotFound, "user %q not found; `handoff user list` shows the users", name)
+	}
+	if err != nil {
+		return internal(err)
+	}
+	if u.Admin {
+		return &errs.Error{Code: errs.Forbidden, Reason: "the admin",
+			Message: "user " + name + " is the admin and cannot be removed; to replace its token, run `handoff user token " + name + "`"}
+	}
+	memberOf, err := e.st.RemoveUser(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return errs.New(errs.NotFound, "user %q not found; `handoff user list` shows the users", name)
+	}
+	apps, aerr := e.st.Apps(ctx)
+	if aerr != nil {
+		return internal(aerr)
+	}
+	if errors.Is(err, store.ErrOwnsApps) {
+		var owned []string
+		for _, app := range apps {
+			if app.Owner == name {
+				owned = append(owned, app.Owner+"/"+app.Name)
+			}
+		}
+		return errs.New(errs.Conflict, "user %s owns %s and cannot be removed while those apps exist (a new user named %s would own them); to lock %s out instead, run `handoff user token %s`, which revokes their tokens, then with the token it prints revoke their devices (`handoff device list`, `handoff device revoke NAME`)",
+			name, strings.Join(owned, ", "), name, name, name)
+	}
+	if err != nil {
+		return internal(err)
+	}
+	for _, app := range apps {
+		if slices.Contains(memberOf, app.ID) {
+			e.forgetApp(app.Owner + "/" + app.Name)
+		}
+	}
+	return nil
 }
 
 // AppInfo is an app as the API shows it.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -27,7 +28,8 @@ const pathHeader = "X-Handoff-Path"
 //     bounded, and put back for the handler.
 //
 // A client address that sent too many bad credentials is answered
-// rate_limited for a while, whatever credential it sends (ratelimit.go).
+// rate_limited for a while, whatever credential it sends (ratelimit.go),
+// except a revoked device, which is told so.
 // Nothing a client sends can make it a backend handler: the actor built
 // here never has Handler set.
 func (s *Server) actor(r *http.Request) (engine.Actor, error) {
@@ -45,13 +47,21 @@ func (s *Server) actor(r *http.Request) (engine.Actor, error) {
 	key := clientKey(r)
 	now := s.e.Clock().Now()
 	if wait := s.authFails.blocked(key, now); wait > 0 {
+		if s.revokedDevice(r.Context(), h) {
+			// Its holder must learn that it was revoked, not to wait:
+			// the engine's refusal says so.
+			_, err := s.authenticate(r, h)
+			return engine.Actor{}, err
+		}
 		return engine.Actor{}, errs.New(errs.RateLimited,
 			"too many requests with a bad credential came from your address (the limit is %d a minute); until %s from now every credential from it is refused, so wait, then retry with a valid one",
 			authFailBurst, wait.Round(time.Second)+time.Second)
 	}
 	a, err := s.authenticate(r, h)
 	if err != nil {
-		if errs.Is(err, errs.Unauthorized) {
+		// A revoked device retrying is no guess: it does not use up the
+		// address's allowance.
+		if errs.Is(err, errs.Unauthorized) && !s.revokedDevice(r.Context(), h) {
 			s.authFails.fail(key, now)
 		}
 		return engine.Actor{}, err
@@ -59,6 +69,34 @@ func (s *Server) actor(r *http.Request) (engine.Actor, error) {
 	a.Handler = "" // only the engine makes handler actors
 	a.Path = engine.ClientPath(r.Header.Get(pathHeader))
 	return a, nil
+}
+
+// revokedDevice reports whether h is a device signature naming a device
+// its user revoked (and has no live device of that name). It tells no
+// more than the refusal of the request itself would.
+func (s *Server) revokedDevice(ctx context.Context, h string) bool {
+	scheme, cred, _ := strings.Cut(h, " ")
+	if !strings.EqualFold(scheme, auth.SchemeDevice) {
+		return false
+	}
+	sg, err := auth.ParseSigned(strings.TrimSpace(cred))
+	if err != nil {
+		return false
+	}
+	ds, err := s.e.Devices(ctx, engine.Actor{User: sg.User})
+	if err != nil {
+		return false
+	}
+	revoked := false
+	for _, d := range ds {
+		if d.Name == sg.Device {
+			if d.Revoked == nil {
+				return false
+			}
+			revoked = true
+		}
+	}
+	return revoked
 }
 
 // authenticate checks one Authorization value of either scheme; the

@@ -39,6 +39,26 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request, a engine.Actor)
 	return nil
 }
 
+func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
+	us, err := s.e.Users(r.Context(), a)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Users []engine.UserInfo `json:"users"`
+	}{us})
+	return nil
+}
+
+// removeUser deletes a user with their tokens, devices and roles.
+func (s *Server) removeUser(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
+	if err := s.e.RemoveUser(r.Context(), a, r.PathValue("user")); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, okBody)
+	return nil
+}
+
 // rotateToken gives a user a new token and revokes the old ones.
 func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
 	user := r.PathValue("user")

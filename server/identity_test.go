@@ -92,6 +92,40 @@ func TestUsers(t *testing.T) {
 	v.mustError(v.do("POST", "/v1/users", "admin", `{"name":"`+strings.Repeat("a", 70<<10)+`"}`), 413, "too_large")
 }
 
+// TestListAndRemoveUsers: the admin lists users and removes them; a
+// removed user's token stops working, owners and the admin stay.
+func TestListAndRemoveUsers(t *testing.T) {
+	v := newEnv(t)
+	var list struct {
+		Users []struct {
+			Name  string
+			Admin bool
+			Apps  []string
+		}
+	}
+	v.mustJSON(v.do("GET", "/v1/users", "admin", ""), 200, &list)
+	if len(list.Users) != 5 || list.Users[0].Name != "admin" || !list.Users[0].Admin || list.Users[1].Name != "alice" || len(list.Users[1].Apps) != 2 {
+		t.Fatalf("users = %+v", list.Users)
+	}
+	v.mustError(v.do("GET", "/v1/users", "alice", ""), 403, "forbidden")
+	v.mustError(v.do("DELETE", "/v1/users/carol", "alice", ""), 403, "forbidden")
+	v.mustError(v.do("DELETE", "/v1/users/carol", "", ""), 401, "unauthorized")
+	v.mustError(v.do("DELETE", "/v1/users/admin", "admin", ""), 403, "forbidden")
+	if e := v.mustError(v.do("DELETE", "/v1/users/alice", "admin", ""), 409, "conflict"); !strings.Contains(e.Message, "alice/jobs, alice/pub") {
+		t.Errorf("removing an owner: %q does not name her apps", e.Message)
+	}
+	v.mustError(v.do("DELETE", "/v1/users/nobody", "admin", ""), 404, "not_found")
+
+	v.mustJSON(v.do("GET", "/v1/whoami", "carol", ""), 200, nil)
+	v.mustJSON(v.do("DELETE", "/v1/users/carol", "admin", ""), 200, nil)
+	v.mustError(v.do("GET", "/v1/whoami", "carol", ""), 401, "unauthorized")
+	v.mustError(v.do("DELETE", "/v1/users/carol", "admin", ""), 404, "not_found")
+	v.mustJSON(v.do("GET", "/v1/users", "admin", ""), 200, &list)
+	if len(list.Users) != 4 {
+		t.Fatalf("users after removing carol = %+v", list.Users)
+	}
+}
+
 func TestApps(t *testing.T) {
 	v := newEnv(t)
 	var info struct {

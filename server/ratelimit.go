@@ -14,7 +14,8 @@ import (
 // every authFailRefill. While its bucket is empty, every request it sends
 // with a credential is answered rate_limited before the credential is
 // even checked, so a guesser cannot tell a good guess from a bad one
-// either. Anonymous requests carry nothing to guess and pass.
+// either. Anonymous requests carry nothing to guess and pass; so do a
+// revoked device's, which are refused as revoked and not counted.
 const (
 	authFailBurst  = 10
 	authFailRefill = time.Minute / authFailBurst

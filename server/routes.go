@@ -19,6 +19,8 @@ func (s *Server) routes() {
 
 	s.api("GET /v1/whoami", s.whoami)
 	s.api("POST /v1/users", s.addUser)
+	s.api("GET /v1/users", s.listUsers)
+	s.api("DELETE /v1/users/{user}", s.removeUser)
 	s.api("POST /v1/users/{user}/token", s.rotateToken)
 	s.api("POST /v1/apps", s.createApp)
 	s.api("GET /v1/apps", s.listApps)

@@ -321,6 +321,55 @@ func TestBadCredentialsAreRateLimited(t *testing.T) {
 	}
 }
 
+// TestRevokedDeviceIsToldWhenRateLimited: a revoked device's requests
+// are answered 401 saying it was revoked, never 429, and its retries do
+// not use up its address's allowance.
+func TestRevokedDeviceIsToldWhenRateLimited(t *testing.T) {
+	r := newRateEnv(t)
+	ctx := context.Background()
+	admin, _ := r.srv.e.Authenticate(ctx, r.tok)
+	bobTok, err := r.srv.e.AddUser(ctx, admin, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := engine.Actor{User: "bob"}
+	k, _ := auth.NewDeviceKey("bob", "ci")
+	if _, err := r.srv.e.AddDevice(ctx, bob, "ci", k.Public(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.srv.e.RevokeDevice(ctx, bob, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	const addr = "203.0.113.9:4000"
+	revoked := func(when string) {
+		t.Helper()
+		code, body := r.do(addr, k.Sign("GET", "/v1/whoami", nil, r.clk.Now()), "/v1/whoami")
+		if code != 401 || !strings.Contains(body, "device ci of user bob was revoked") || !strings.Contains(body, "handoff device add") {
+			t.Fatalf("revoked device %s: %d %s", when, code, body)
+		}
+	}
+	for range 2 * authFailBurst {
+		revoked("retrying")
+	}
+	if code, body := r.do(addr, "Bearer "+bobTok, "/v1/whoami"); code != 200 {
+		t.Fatalf("bob's token after his revoked device's retries: %d %s", code, body)
+	}
+	for range authFailBurst {
+		r.do(addr, "Bearer hnd_guess", "/v1/whoami")
+	}
+	if code, _ := r.do(addr, "Bearer hnd_guess", "/v1/whoami"); code != 429 {
+		t.Fatalf("the address is not limited: %d", code)
+	}
+	revoked("from a limited address")
+	// Other device credentials from there are still limited.
+	other, _ := auth.NewDeviceKey("bob", "laptop")
+	for _, h := range []string{"Device abc.def", other.Sign("GET", "/v1/whoami", nil, r.clk.Now())} {
+		if code, body := r.do(addr, h, "/v1/whoami"); code != 429 {
+			t.Fatalf("%.20s... from a limited address: %d %s", h, code, body)
+		}
+	}
+}
+
 func TestFailLimiterStaysBounded(t *testing.T) {
 	var l failLimiter
 	now := time.Now()

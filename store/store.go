@@ -23,6 +23,9 @@ var ErrNotFound = errors.New("store: not found")
 // ErrExists is returned when creating a user or app that already exists.
 var ErrExists = errors.New("store: already exists")
 
+// ErrOwnsApps is returned when removing a user who still owns an app.
+var ErrOwnsApps = errors.New("store: the user owns apps")
+
 // Store is a database for handoff. Implementations must be safe for
 // concurrent use.
 type Store interface {
@@ -51,6 +54,13 @@ type Identity interface {
 	ReplaceTokens(ctx context.Context, user string, hash []byte) error
 	// UserByToken finds the user owning a token hash; ErrNotFound if none.
 	UserByToken(ctx context.Context, hash []byte) (*User, error)
+	// Users lists every user by name.
+	Users(ctx context.Context) ([]User, error)
+	// RemoveUser deletes a user with their tokens, devices and app
+	// memberships in one step, and returns the IDs of the apps they were
+	// a member of. ErrNotFound if no such user; ErrOwnsApps, changing
+	// nothing, while the user owns an app.
+	RemoveUser(ctx context.Context, name string) (memberOf []int64, err error)
 
 	// CreateApp adds an app and returns it with its ID; ErrExists if taken.
 	CreateApp(ctx context.Context, a App) (*App, error)

@@ -14,6 +14,9 @@ func (c *cli) appCmd() *cobra.Command {
 		Short: "Create an app; users create apps under their own name",
 		Args:  exactArgs(1, "OWNER/NAME"),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
+			if err := checkAppRef(args[0]); err != nil {
+				return err
+			}
 			info, err := c.client().CreateApp(cmd.Context(), args[0], public)
 			if err != nil {
 				return err

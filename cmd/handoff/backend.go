@@ -91,6 +91,9 @@ delivers a dead event again, as it was committed, with fresh attempts.`,
 			}
 			cl := c.client()
 			if cmd.Flags().Changed("replay") {
+				if replay < 1 {
+					return usageError{"--replay takes the seq of a dead event, from `handoff events --dead`"}
+				}
 				if err := cl.Replay(cmd.Context(), a, replay); err != nil {
 					return err
 				}

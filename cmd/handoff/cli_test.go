@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // runIn runs a command line in process, with env as the whole environment.
@@ -61,6 +63,21 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"serve", "--app", "a/b=./no-such-dir"}, "is not a folder"},
 		{[]string{"serve", "--app", "A/b=."}, "owner/name"},
 		{[]string{"db", "import", "--app", "a/b", "--db", "d", "f", "--batch", "0"}, "--batch"},
+		{[]string{"db", "put", "--app", "a/b", "--db", "d", "--if-rev", "1-a", "{}"}, "--if-rev needs the document's id"},
+		{[]string{"db", "put", "--app", "a/b", "--db", "d", "--id", "x", "--if-rev", "1-a", "--if-absent", "{}"}, "exclude each other"},
+		{[]string{"db", "get", "--app", "jobs", "--db", "d", "x"}, `app "jobs" is not of the form owner/name`},
+		{[]string{"db", "query", "--vibe", "jobs", "--db", "d", "--field", "f", "--key", "k"}, "e.g. alice/jobs"},
+		{[]string{"db", "query", "--app", "a/b", "--db", "d", "--field", "f", "--key", "k", "--limit", "5000"}, "--limit must be 1 to 1000"},
+		{[]string{"device", "add", "ci", "--vibe", "jobs"}, "owner/name"},
+		{[]string{"app", "create", "Jobs"}, "e.g. alice/jobs"},
+		{[]string{"events", "--app", "a/b", "--replay", "0"}, "--replay"},
+		{[]string{"db", "qurey"}, `unknown command "qurey" for "handoff db"; did you mean "query"?`},
+		{[]string{"usr", "add", "bob"}, `did you mean "user"?`},
+		{[]string{"db", "lst"}, `did you mean "list"?`},
+		{[]string{"app", "membr", "add"}, `did you mean "member"?`},
+		{[]string{"app", "member", "remuve"}, `did you mean "remove"?`},
+		{[]string{"wh"}, `did you mean "whoami"?`},
+		{[]string{"db", "put", "--app", "a/b", "--db", "d", "--if-abset", "{}"}, "unknown flag: --if-abset; did you mean --if-absent?"},
 	}
 	for _, tc := range cases {
 		out, errOut, code := runIn(t, env, "", tc.args...)
@@ -120,5 +137,59 @@ func TestServeOnABusyAddress(t *testing.T) {
 	}
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
 		t.Fatalf("the failed start left %s behind (%v)", data, err)
+	}
+}
+
+// TestEveryAppFlagHasVibe: --vibe is the alias of --app on every command
+// that takes an app (DESIGN §6), and nowhere else.
+func TestEveryAppFlagHasVibe(t *testing.T) {
+	c := &cli{getenv: func(string) string { return "" }}
+	var walk func(cmd *cobra.Command)
+	n := 0
+	walk = func(cmd *cobra.Command) {
+		app, vibe := cmd.Flags().Lookup("app"), cmd.Flags().Lookup("vibe")
+		switch {
+		case app != nil && vibe == nil:
+			t.Errorf("%s takes --app but not --vibe", cmd.CommandPath())
+		case app == nil && vibe != nil:
+			t.Errorf("%s takes --vibe but not --app", cmd.CommandPath())
+		case app != nil && vibe.Value.Type() != app.Value.Type():
+			t.Errorf("%s: --vibe is a %s, --app a %s", cmd.CommandPath(), vibe.Value.Type(), app.Value.Type())
+		case app != nil:
+			n++
+		}
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	walk(c.rootCmd())
+	if n < 15 {
+		t.Fatalf("only %d commands take --app: the walk missed some", n)
+	}
+}
+
+// TestLoginHelpNamesTheConfigFile: the help shows where the file is, as
+// the command would resolve it.
+func TestLoginHelpNamesTheConfigFile(t *testing.T) {
+	home := t.TempDir()
+	out, _, code := runIn(t, map[string]string{"HOME": home}, "", "login", "--help")
+	if want := filepath.Join(home, ".config", "handoff", "config.json"); code != 0 || !strings.Contains(out, want) || strings.Contains(out, "UserConfigDir") {
+		t.Fatalf("login --help: exit %d, want %s in\n%s", code, want, out)
+	}
+	out, _, _ = runIn(t, map[string]string{"HOME": home, "XDG_CONFIG_HOME": "/etc/xdg-test"}, "", "login", "--help")
+	if !strings.Contains(out, "/etc/xdg-test/handoff/config.json") {
+		t.Fatalf("login --help ignores XDG_CONFIG_HOME:\n%s", out)
+	}
+}
+
+func TestClosest(t *testing.T) {
+	names := []string{"jobs", "logs", "bob", "alice", "admin"}
+	for typed, want := range map[string]string{
+		"jbos": "jobs", "job": "jobs", "Jobs": "jobs", "bbo": "bob", "alcie": "alice",
+		"jobs": "", "x": "", "zzzz": "", "ab": "",
+	} {
+		if got := closest(typed, names); got != want {
+			t.Errorf("closest(%q) = %q, want %q", typed, got, want)
+		}
 	}
 }

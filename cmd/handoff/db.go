@@ -73,6 +73,9 @@ not exist (an existing one is reported with "existing":true).`,
 			if err := checkIfRev(cmd, ifRev); err != nil {
 				return err
 			}
+			if ifRev != "" && ifAbsent {
+				return usageError{"--if-rev and --if-absent exclude each other: --if-rev updates the document at that revision, --if-absent only creates one; pass one"}
+			}
 			body, err := c.readArg(args[0])
 			if err != nil {
 				return err
@@ -82,6 +85,9 @@ not exist (an existing one is reported with "existing":true).`,
 			}
 			if ifAbsent && id == "" {
 				return usageError{"--if-absent needs an id (--id, or an _id in the body): without one every run mints a new document"}
+			}
+			if ifRev != "" && id == "" {
+				return usageError{"--if-rev needs the document's id (--id, or an _id in the body): a revision belongs to one document"}
 			}
 			res, err := c.client().Put(cmd.Context(), app, f.db, id, body, client.PutOptions{IfRev: ifRev, IfAbsent: ifAbsent})
 			if err != nil {
@@ -222,8 +228,8 @@ pages follow, "next: CURSOR" goes to stderr: pass it as --after, or use
 			if err != nil {
 				return err
 			}
-			if limit < 0 {
-				return usageError{"--limit must be positive"}
+			if limit < 0 || limit > pageSize {
+				return usageError{fmt.Sprintf("--limit must be 1 to %d (0: the server's default); read more with --all", pageSize)}
 			}
 			cl := c.client()
 			k := parseKey(key)
@@ -236,6 +242,7 @@ pages follow, "next: CURSOR" goes to stderr: pass it as --after, or use
 				aw := &arrayWriter{w: c.stdout}
 				emit, done = aw.add, aw.close
 			}
+			printed := 0
 			for {
 				p, err := cl.Query(cmd.Context(), app, f.db, field, k, limit, after)
 				if err != nil {
@@ -246,7 +253,13 @@ pages follow, "next: CURSOR" goes to stderr: pass it as --after, or use
 						return err
 					}
 				}
+				printed += len(p.Docs)
 				if !all || p.Next == "" {
+					if printed == 0 {
+						if err := c.missingDB(cmd.Context(), app, f.db); err != nil {
+							return err
+						}
+					}
 					if err := done(); err != nil {
 						return err
 					}
@@ -354,6 +367,11 @@ itself (resume a later run with --since set to the last seq seen).`,
 					return nil
 				}
 				if len(ch.Changes) < page {
+					if printed == 0 && f.db != "" {
+						// A database that does not exist has no changes
+						// either: say so rather than print nothing.
+						return c.missingDB(ctx, app, f.db)
+					}
 					return nil
 				}
 			}
@@ -417,5 +435,19 @@ func (c *cli) unknownDBHint(ctx context.Context, app, db string) string {
 	if len(dbs) == 0 {
 		return fmt.Sprintf("%s has no databases yet; a database appears with its first document", app)
 	}
-	return fmt.Sprintf("%s has no database %q; its databases are %s", app, db, strings.Join(dbs, ", "))
+	msg := fmt.Sprintf("%s has no database %q; ", app, db)
+	if near := closest(db, dbs); near != "" {
+		msg += fmt.Sprintf("did you mean --db %s? ", near)
+	}
+	return msg + "its databases are " + strings.Join(dbs, ", ")
+}
+
+// missingDB is the not_found error of a read that found nothing because
+// db is not a database of app; nil when it is (it is merely empty), or
+// when the app's databases cannot be listed.
+func (c *cli) missingDB(ctx context.Context, app, db string) error {
+	if hint := c.unknownDBHint(ctx, app, db); hint != "" {
+		return errs.New(errs.NotFound, "%s", hint)
+	}
+	return nil
 }

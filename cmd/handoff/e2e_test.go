@@ -446,10 +446,15 @@ func TestImportExport(t *testing.T) {
 	u := srv.url
 	alice := decode[map[string]string](t, must(t, u, adminToken, "user", "add", "alice").stdout)["token"]
 	must(t, u, alice, "app", "create", "alice/jobs")
-	// Before any document, an export is empty and says there is no such
-	// database yet.
-	if r := must(t, u, alice, "db", "export", "--app", "alice/jobs", "--db", "jobs"); r.stdout != "" || !strings.Contains(r.stderr, "hint: alice/jobs has no databases yet") {
-		t.Fatalf("export of a database that does not exist: %s", r)
+	// Before any document, there is no such database yet: reads say so.
+	for _, args := range [][]string{
+		{"db", "export", "--app", "alice/jobs", "--db", "jobs"},
+		{"db", "query", "--app", "alice/jobs", "--db", "jobs", "--field", "status", "--key", "pending"},
+		{"db", "changes", "--app", "alice/jobs", "--db", "jobs"},
+	} {
+		if r := fails(t, u, alice, 5, "error: not_found: alice/jobs has no databases yet", args...); r.stdout != "" {
+			t.Fatalf("%q on a database that does not exist: %s", args, r)
+		}
 	}
 
 	const n, badLine = 2500, 1234
@@ -487,8 +492,25 @@ func TestImportExport(t *testing.T) {
 	}
 
 	// A typo in the database reads like a missing document: say so.
-	if r := fails(t, u, alice, 5, "error: not_found: ", "db", "get", "--app", "alice/jobs", "--db", "jbos", "doc-00001"); !strings.Contains(r.stderr, `hint: alice/jobs has no database "jbos"; its databases are jobs`) {
+	if r := fails(t, u, alice, 5, "error: not_found: ", "db", "get", "--app", "alice/jobs", "--db", "jbos", "doc-00001"); !strings.Contains(r.stderr, `hint: alice/jobs has no database "jbos"; did you mean --db jobs? its databases are jobs`) {
 		t.Fatalf("get from a database that does not exist: %s", r)
+	}
+	// An empty answer from it too, not [] or nothing with exit 0.
+	for _, args := range [][]string{
+		{"db", "query", "--app", "alice/jobs", "--db", "jbos", "--field", "status", "--key", "pending"},
+		{"db", "query", "--app", "alice/jobs", "--db", "jbos", "--field", "status", "--key", "pending", "--all", "--ndjson"},
+		{"db", "changes", "--app", "alice/jobs", "--db", "jbos"},
+		{"db", "changes", "--app", "alice/jobs", "--db", "jbos", "--since", "5"},
+		{"db", "export", "--app", "alice/jobs", "--db", "jbos"},
+	} {
+		fails(t, u, alice, 5, `error: not_found: alice/jobs has no database "jbos"; did you mean --db jobs? its databases are jobs`, args...)
+	}
+	// A database that exists answers empty results as before.
+	if r := must(t, u, alice, "db", "query", "--app", "alice/jobs", "--db", "jobs", "--field", "status", "--key", "nosuch"); r.stdout != "[]\n" {
+		t.Fatalf("an empty query of a database that exists: %s", r)
+	}
+	if r := must(t, u, alice, "db", "changes", "--app", "alice/jobs", "--db", "jobs", "--since", "1000000"); r.stdout != "" {
+		t.Fatalf("no changes after the last: %s", r)
 	}
 	if r := fails(t, u, alice, 5, "error: not_found: ", "db", "get", "--app", "alice/jobs", "--db", "jobs", "nope"); strings.Contains(r.stderr, "hint:") {
 		t.Fatalf("a missing document in a database that exists got a hint: %s", r)

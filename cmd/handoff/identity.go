@@ -231,11 +231,15 @@ func (c *cli) readSecretInput(prompt string, limit int64) ([]byte, error) {
 // ---- login ----
 
 func (c *cli) loginCmd() *cobra.Command {
+	path, err := c.configPath()
+	if err != nil {
+		path = "$XDG_CONFIG_HOME/" + configDirName + "/" + configFileName + ", else ~/.config/" + configDirName + "/" + configFileName
+	}
 	return &cobra.Command{
 		Use:   "login [--server URL] [--token TOKEN]",
 		Short: "Store a server and its credential in your config file for later commands",
 		Long: `Check a credential against the server and store both in your config file
-(` + "`os.UserConfigDir()`" + `/handoff/config.json, mode 0600). Later commands use them
+(` + path + `, mode 0600). Later commands use them
 when neither flags nor HANDOFF_SERVER, HANDOFF_TOKEN or HANDOFF_DEVICE say
 otherwise, and only for the server they were stored for.
 
@@ -294,7 +298,7 @@ works too.`,
 // ---- devices ----
 
 func (c *cli) deviceCmd() *cobra.Command {
-	var app string
+	var addApp appFlag
 	add := &cobra.Command{
 		Use:   "add NAME [--app OWNER/NAME]",
 		Short: "Make a device key pair here, register its public key, print the HANDOFF_DEVICE value",
@@ -308,6 +312,10 @@ Adding a device needs your own token (not another device).`,
   {"device":"ci","app":"alice/jobs","HANDOFF_DEVICE":"hdv1...."}`,
 		Args: exactArgs(1, "NAME"),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
+			app, err := addApp.optional()
+			if err != nil {
+				return err
+			}
 			cl := c.client()
 			id, err := cl.WhoAmI(cmd.Context())
 			if err != nil {
@@ -337,7 +345,8 @@ Adding a device needs your own token (not another device).`,
 			return nil
 		}),
 	}
-	add.Flags().StringVar(&app, "app", "", "scope the device to this app (owner/name); it is refused everywhere else")
+	addApp.register(add)
+	add.Flags().Lookup("app").Usage = "scope the device to this app (owner/name); it is refused everywhere else"
 
 	list := &cobra.Command{
 		Use:   "list",

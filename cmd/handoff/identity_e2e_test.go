@@ -471,3 +471,49 @@ func TestUserTokenCLI(t *testing.T) {
 	must(t, srv.url, "hnd_rotated_admin", "whoami")
 	srv.stop(t)
 }
+
+// TestUserListRemoveCLI: the admin lists users and removes one; the
+// removed user's token and device stop working; the admin and owners of
+// apps are refused with what to do instead.
+func TestUserListRemoveCLI(t *testing.T) {
+	srv, _, alice, bob := identityServer(t)
+	u := srv.url
+	asBob := newCLIEnv(t, "HANDOFF_SERVER="+u, "HANDOFF_TOKEN="+bob)
+	cred := decode[map[string]any](t, asBob.ok("device", "add", "ci").stdout)["HANDOFF_DEVICE"].(string)
+	dev := newCLIEnv(t, "HANDOFF_SERVER="+u, "HANDOFF_DEVICE="+cred)
+	dev.ok("whoami")
+
+	type user struct {
+		Name  string   `json:"name"`
+		Admin bool     `json:"admin"`
+		Apps  []string `json:"apps"`
+	}
+	us := decode[[]user](t, must(t, u, adminToken, "user", "list").stdout)
+	if len(us) != 3 || us[0].Name != "admin" || !us[0].Admin || us[1].Name != "alice" || strings.Join(us[1].Apps, ",") != "alice/jobs,alice/other" ||
+		us[2].Name != "bob" || len(us[2].Apps) != 0 {
+		t.Fatalf("user list = %+v", us)
+	}
+	fails(t, u, alice, 4, "error: forbidden: ", "user", "list")
+	fails(t, u, alice, 4, "error: forbidden: ", "user", "remove", "bob")
+	if r := fails(t, u, adminToken, 5, "error: not_found: ", "user", "remove", "bbo"); !strings.Contains(r.stderr, "hint: did you mean bob?") {
+		t.Fatalf("a mistyped user: %s", r)
+	}
+	fails(t, u, adminToken, 4, "error: forbidden: user admin is the admin", "user", "remove", "admin")
+	if r := fails(t, u, adminToken, 3, "error: conflict: user alice owns alice/jobs, alice/other", "user", "remove", "alice"); !strings.Contains(r.stderr, "handoff user token alice") {
+		t.Fatalf("removing an owner: %s", r)
+	}
+	fails(t, u, adminToken, 2, "error: usage: ", "user", "remove")
+
+	if out := decode[map[string]any](t, must(t, u, adminToken, "user", "remove", "bob").stdout); out["ok"] != true || out["user"] != "bob" {
+		t.Fatalf("user remove bob = %v", out)
+	}
+	fails(t, u, bob, 4, "error: unauthorized: ", "whoami")
+	dev.fail(4, "error: unauthorized: ", []string{"whoami"})
+	if ms := must(t, u, alice, "app", "member", "list", "--app", "alice/jobs").stdout; strings.Contains(ms, "bob") {
+		t.Fatalf("bob is still a member: %s", ms)
+	}
+	if us := decode[[]user](t, must(t, u, adminToken, "user", "list").stdout); len(us) != 2 {
+		t.Fatalf("user list after removing bob = %+v", us)
+	}
+	srv.stop(t)
+}

@@ -46,7 +46,11 @@ without one fails, since a minted id is new each time).
 
 Lines that fail are reported on stderr with their line number, and the
 others are still written. The counts go to stdout as JSON; the exit code
-is 1 when any line failed.`,
+is 1 when any line failed.
+
+Ctrl-C (or SIGTERM) stops the import: the counts so far are printed with
+"stopped":true, and stderr says how many documents were written; the same
+import again with --if-absent skips those and writes the rest.`,
 		Args: exactArgs(1, "FILE|-"),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			app, err := f.app.value()
@@ -74,11 +78,16 @@ is 1 when any line failed.`,
 					progressbar.OptionClearOnFinish(),
 					progressbar.OptionThrottle(100_000_000))
 			}
-			if err := im.run(cmd.Context(), in); err != nil {
+			err = im.run(cmd.Context(), in)
+			var stop stoppedImport
+			if err != nil && !errors.As(err, &stop) {
 				return err
 			}
-			sum := importSummary{OK: im.failed == 0, Docs: im.docs, Written: im.written, Existing: im.existing, Failed: im.failed}
+			sum := importSummary{OK: im.failed == 0 && err == nil, Docs: im.docs, Written: im.written, Existing: im.existing, Failed: im.failed, Stopped: err != nil}
 			if err := c.printJSON(sum); err != nil {
+				return err
+			}
+			if err != nil {
 				return err
 			}
 			if im.failed > 0 {
@@ -114,6 +123,8 @@ type importSummary struct {
 	Written  int  `json:"written"`
 	Existing int  `json:"existing"`
 	Failed   int  `json:"failed"`
+	// Stopped is set when Ctrl-C or SIGTERM ended the import early.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // openInput opens FILE, or stdin for "-"; size is -1 when unknown.
@@ -149,6 +160,9 @@ type importer struct {
 
 	docs, written, existing, failed int
 	codes                           map[errs.Code]bool // codes of the failed lines
+	// inFlight is how many documents the request a stop cut off carried:
+	// the server may have written them or not.
+	inFlight int
 }
 
 type importLine struct {
@@ -156,33 +170,93 @@ type importLine struct {
 	doc json.RawMessage
 }
 
+// readLine is one line of the input, or the error that ended it.
+type readLine struct {
+	b   []byte
+	err error
+}
+
 func (im *importer) run(ctx context.Context, in io.Reader) error {
-	r := bufio.NewReaderSize(in, 1<<16)
-	for n := 1; ; n++ {
-		line, err := r.ReadBytes('\n')
-		if len(line) > 0 {
-			if im.bar != nil {
-				_ = im.bar.Add(len(line))
+	// The input is read apart, so that Ctrl-C stops an import that waits
+	// on a slow pipe or a terminal as promptly as one that waits on the
+	// server.
+	lines := make(chan readLine, 64)
+	go func() {
+		r := bufio.NewReaderSize(in, 1<<16)
+		for {
+			line, err := r.ReadBytes('\n')
+			select {
+			case lines <- readLine{line, err}:
+			case <-ctx.Done():
+				return
 			}
-			if err := im.line(ctx, n, line); err != nil {
-				return err
+			if err != nil {
+				return
 			}
 		}
-		if err == io.EOF {
+	}()
+	for n := 1; ; n++ {
+		var l readLine
+		select {
+		case l = <-lines:
+		case <-ctx.Done():
+			return im.stopped(ctx, n, nil)
+		}
+		if len(l.b) > 0 {
+			if im.bar != nil {
+				_ = im.bar.Add(len(l.b))
+			}
+			if err := im.line(ctx, n, l.b); err != nil {
+				return im.stopped(ctx, n, err)
+			}
+		}
+		if l.err == io.EOF {
 			break
 		}
-		if err != nil {
-			return errs.New(errs.Invalid, "cannot read line %d of the input: %v", n, err)
+		if l.err != nil {
+			return errs.New(errs.Invalid, "cannot read line %d of the input: %v", n, l.err)
 		}
 	}
 	if err := im.flush(ctx); err != nil {
-		return err
+		return im.stopped(ctx, -1, err)
 	}
 	if im.bar != nil {
 		_ = im.bar.Finish()
 	}
 	return nil
 }
+
+// stopped is the error of an import that ended before its input did:
+// ctx ended (Ctrl-C, SIGTERM) while line n (-1: the last batch) was
+// read or sent, or err stopped it. It says what was written, what may
+// have been, and how to finish the job.
+func (im *importer) stopped(ctx context.Context, n int, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	if im.bar != nil {
+		_ = im.bar.Clear()
+	}
+	where := fmt.Sprintf("at line %d", n)
+	if n < 0 {
+		where = "at the last batch"
+	}
+	msg := fmt.Sprintf("the import was stopped %s: %d documents were written and %d were there already before the stop", where, im.written, im.existing)
+	if im.failed > 0 {
+		msg += fmt.Sprintf(", %d failed", im.failed)
+	}
+	if im.inFlight > 0 {
+		msg += fmt.Sprintf("; the %d documents being sent may or may not be written", im.inFlight)
+	}
+	return stoppedImport{errs.New(errs.Unavailable, "%s; run the same import again with --if-absent to skip the documents already written", msg)}
+}
+
+// stoppedImport marks an import stopped part-way, whose counts are
+// still printed.
+type stoppedImport struct{ err error }
+
+func (e stoppedImport) Error() string { return e.err.Error() }
+func (e stoppedImport) Unwrap() error { return e.err }
 
 func (im *importer) line(ctx context.Context, n int, line []byte) error {
 	line = bytes.TrimSpace(line)
@@ -220,7 +294,11 @@ func (im *importer) send(ctx context.Context, lines []importLine) error {
 	for i, l := range lines {
 		docs[i] = l.doc
 	}
+	im.inFlight = len(docs)
 	res, err := im.cl.Bulk(ctx, im.app, im.db, docs, im.opts)
+	if err == nil || ctx.Err() == nil {
+		im.inFlight = 0
+	}
 	if errs.Is(err, errs.TooLarge) {
 		if len(lines) == 1 {
 			im.fail(lines[0].n, bodyID(lines[0].doc), err)
@@ -329,8 +407,8 @@ while it runs may or may not be in it. 'db import' reads it back.`,
 				return err
 			}
 			if n == 0 {
-				if hint := c.unknownDBHint(cmd.Context(), app, f.db); hint != "" {
-					fmt.Fprintln(c.stderr, "hint: "+hint)
+				if err := c.missingDB(cmd.Context(), app, f.db); err != nil {
+					return err
 				}
 			}
 			if err := w.Flush(); err != nil {

@@ -120,6 +120,12 @@ func (c *cli) migrate(ctx context.Context, from, to string) (map[string]migrateC
 	if _, err := os.Stat(path); err != nil {
 		return nil, errs.New(errs.Invalid, "no embedded store in %s: %v", from, err)
 	}
+	// Writes a running server made after the copy would be lost.
+	release, err := lockDataDir(from, "stop that server, then migrate again")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	src, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)&_pragma=query_only(ON)")
 	if err != nil {
 		return nil, errs.New(errs.Internal, "cannot open %s: %v", path, err)

@@ -29,8 +29,8 @@ func parseMount(s string) (mount, error) {
 	if !ok || dir == "" {
 		return mount{}, usageError{fmt.Sprintf("--app %q must be owner/name=DIR, e.g. --app demo/jobs=examples/jobs", s)}
 	}
-	if _, _, err := engine.ParseAppRef(app); err != nil {
-		return mount{}, usageError{err.(*errs.Error).Message}
+	if err := checkAppRef(app); err != nil {
+		return mount{}, err
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return mount{}, usageError{fmt.Sprintf("--app %s: %s is not a folder", app, dir)}

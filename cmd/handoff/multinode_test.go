@@ -19,11 +19,6 @@ import (
 	"github.com/handoff-run/handoff/internal/pgtest"
 )
 
-// defaultTestPostgres is where the PostgreSQL tests look unless
-// HANDOFF_TEST_POSTGRES says otherwise; each test creates a database of
-// its own there and drops it afterwards.
-const defaultTestPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
 // freshPostgres: see internal/pgtest.
 func freshPostgres(t *testing.T, maxConns int) string { return pgtest.Fresh(t, maxConns) }
 

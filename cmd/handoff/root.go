@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/handoff-run/handoff/client"
+	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 )
 
@@ -81,7 +85,7 @@ Exit codes: 0 ok, 1 other error, 2 usage, 3 conflict,
 	root.SetVersionTemplate("handoff {{.Version}}\n")
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return usageError{err.Error()}
+		return usageError{err.Error() + flagSuggestion(cmd, err)}
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&c.server, "server", "", "server URL (default $HANDOFF_SERVER, else "+client.DefaultServer+")")
@@ -110,10 +114,46 @@ func group(use, short string, subs ...*cobra.Command) *cobra.Command {
 	return g
 }
 
+// flagSuggestion is "; did you mean --NAME?" for an unknown flag that is
+// a typo of one of cmd's, else "".
+func flagSuggestion(cmd *cobra.Command, err error) string {
+	typed, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return ""
+	}
+	typed, _, _ = strings.Cut(typed, "=")
+	var names []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden {
+			names = append(names, f.Name)
+		}
+	})
+	if near := closest(typed, names); near != "" {
+		return fmt.Sprintf("; did you mean --%s?", near)
+	}
+	return ""
+}
+
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
 		if cmd.HasSubCommands() {
-			return usageError{fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			if cmd.SuggestionsMinimumDistance <= 0 {
+				cmd.SuggestionsMinimumDistance = 2 // cobra's own default
+			}
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				// cobra lists them in command order: the nearest first, a
+				// command the word begins nearest of all.
+				score := func(name string) int {
+					if strings.HasPrefix(name, strings.ToLower(args[0])) {
+						return 0
+					}
+					return editDistance(args[0], name)
+				}
+				slices.SortStableFunc(s, func(a, b string) int { return score(a) - score(b) })
+				msg += fmt.Sprintf("; did you mean %q?", s[0])
+			}
+			return usageError{msg}
 		}
 		return usageError{fmt.Sprintf("%s takes no arguments, got %q", cmd.CommandPath(), args[0])}
 	}
@@ -159,10 +199,33 @@ func (a *appFlag) value() (string, error) {
 		return "", usageError{"no app given; pass --app owner/name"}
 	case a.app != "" && a.vibe != "" && a.app != a.vibe:
 		return "", usageError{fmt.Sprintf("--app %q and --vibe %q name different apps; pass one", a.app, a.vibe)}
-	case a.app != "":
-		return a.app, nil
 	}
-	return a.vibe, nil
+	app := a.app
+	if app == "" {
+		app = a.vibe
+	}
+	return app, checkAppRef(app)
+}
+
+// optional is value for a command where the app may be left out.
+func (a *appFlag) optional() (string, error) {
+	if a.app == "" && a.vibe == "" {
+		return "", nil
+	}
+	return a.value()
+}
+
+// checkAppRef refuses an app that is not owner/name before any request:
+// "--app jobs" is a usage mistake, not a missing app.
+func checkAppRef(app string) error {
+	if _, _, err := engine.ParseAppRef(app); err != nil {
+		_, name, _ := strings.Cut(app, "/")
+		if name == "" {
+			name = app
+		}
+		return usageError{fmt.Sprintf("%s; e.g. alice/%s, where alice is the owner (handoff app list shows yours)", err.(*errs.Error).Message, strings.ToLower(name))}
+	}
+	return nil
 }
 
 // report prints err in the contract's shape and returns the exit code.

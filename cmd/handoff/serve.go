@@ -40,6 +40,7 @@ type serveOptions struct {
 	addr     string
 	postgres string
 	apps     []string
+	vibes    []string // --vibe, the alias of --app
 	mounts   []mount
 	jsMemory int // MiB
 }
@@ -56,9 +57,13 @@ On first start the admin user is created. With $HANDOFF_ADMIN_TOKEN set,
 that is the admin's token; otherwise a random token is written to
 DIR/` + adminTokenFile + ` (mode 0600) and its path is printed.
 
+One data directory belongs to one server: while it runs, it holds a lock
+on DIR/` + lockFile + ` (with its PID), and a second server on DIR refuses to
+start. The lock ends with the process, so a crash never blocks a restart.
+
 With --postgres URL (else $HANDOFF_POSTGRES), the store is that PostgreSQL
-database instead, which several servers may share; the data directory
-still holds ` + adminTokenFile + ` and ` + serverKeyFile + `.
+database instead, which several servers may share, and so may they their
+data directory: it then holds only ` + adminTokenFile + ` and ` + serverKeyFile + `.
 
 SIGINT or SIGTERM stops the server gracefully: it stops accepting
 connections and lets requests in flight finish.`,
@@ -70,7 +75,7 @@ connections and lets requests in flight finish.`,
 			if err := postgres.CheckURL(o.postgres); o.postgres != "" && err != nil {
 				return usageError{"--postgres (or HANDOFF_POSTGRES) must be a postgres://USER:PASSWORD@HOST:PORT/DB URL: " + err.Error()}
 			}
-			for _, a := range o.apps {
+			for _, a := range append(o.apps, o.vibes...) {
 				m, err := parseMount(a)
 				if err != nil {
 					return err
@@ -91,6 +96,7 @@ connections and lets requests in flight finish.`,
 	fl.StringVar(&o.addr, "addr", defaultAddr, "address to listen on, HOST:PORT (port 0 picks a free one)")
 	fl.StringVar(&o.postgres, "postgres", "", "PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DB, to use instead of the embedded store (default $HANDOFF_POSTGRES)")
 	fl.StringArrayVar(&o.apps, "app", nil, "owner/name=DIR: serve the app's code from DIR and redeploy it on every edit (repeatable)")
+	fl.StringArrayVar(&o.vibes, "vibe", nil, "alias of --app")
 	fl.IntVar(&o.jsMemory, "js-memory", jsvm.DefaultHeapCeiling>>20, "MiB of heap past which the apps' running JavaScript calls are stopped; the Go runtime also collects harder from there")
 	return cmd
 }
@@ -109,6 +115,16 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 
 	if err := os.MkdirAll(o.data, 0o700); err != nil {
 		return errs.New(errs.Invalid, "cannot create the data directory %s: %v", o.data, err)
+	}
+	if o.postgres == "" {
+		// A second server on the same embedded store would not see the
+		// first one's writes in its feeds and caches. PostgreSQL nodes may
+		// share a data directory: it holds only their key and tokens.
+		release, err := lockDataDir(o.data, "stop that server, or start this one with another --data")
+		if err != nil {
+			return err
+		}
+		defer release() // after the store is closed
 	}
 	var st store.Store
 	where := o.data

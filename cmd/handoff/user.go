@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/handoff-run/handoff/errs"
 )
 
 func (c *cli) userCmd() *cobra.Command {
@@ -61,7 +63,51 @@ change the variable too.`,
 			return nil
 		}),
 	}
-	return group("user", "Manage users", add, token)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the users and the apps each owns (admin only)",
+		Args:  noArgs,
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			us, err := c.client().Users(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return printArray(c.stdout, us)
+		}),
+	}
+	remove := &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Remove a user: their tokens and devices stop working, their roles in apps go (admin only)",
+		Long: `Remove the user NAME (admin only). Their tokens and devices stop working
+at once and their roles in other users' apps are taken; what they wrote
+stays in the ledger under their name. The admin cannot be removed, nor a
+user who owns apps (a new user of that name would own them): to lock
+such a user out, give them a new token with 'handoff user token NAME'.`,
+		Example: `  handoff user remove bob
+  {"ok":true,"user":"bob"}`,
+		Args: exactArgs(1, "NAME"),
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			cl := c.client()
+			err := cl.RemoveUser(cmd.Context(), args[0])
+			if errs.Is(err, errs.NotFound) {
+				// A typo reads the same as a user already gone.
+				if us, lerr := cl.Users(cmd.Context()); lerr == nil {
+					names := make([]string, len(us))
+					for i, u := range us {
+						names[i] = u.Name
+					}
+					if near := closest(args[0], names); near != "" {
+						return hinted{err, fmt.Sprintf("did you mean %s?", near)}
+					}
+				}
+			}
+			if err != nil {
+				return err
+			}
+			return c.printJSON(map[string]any{"ok": true, "user": args[0]})
+		}),
+	}
+	return group("user", "Manage users", add, list, remove, token)
 }
 
 func (c *cli) whoamiCmd() *cobra.Command {

@@ -78,6 +78,61 @@ func (s *Store) UserByToken(ctx context.Context, hash []byte) (*store.User, erro
 	return &u, nil
 }
 
+func (s *Store) Users(ctx context.Context) ([]store.User, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name, admin, created FROM users ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(row pgx.CollectableRow) (store.User, error) {
+		var u store.User
+		var t int64
+		err := row.Scan(&u.Name, &u.Admin, &t)
+		u.Created = fromNanos(t)
+		return u, err
+	})
+}
+
+func (s *Store) RemoveUser(ctx context.Context, name string) ([]int64, error) {
+	var apps []int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The user's row lock waits for an app being created for them (its
+		// foreign key holds a share lock on the row); the count, a
+		// statement of its own, then sees it.
+		ct, err := tx.Exec(ctx, `SELECT 1 FROM users WHERE name = $1 FOR UPDATE`, name)
+		if err != nil {
+			return err
+		}
+		if ct.RowsAffected() == 0 {
+			return store.ErrNotFound
+		}
+		var owned int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM apps WHERE owner = $1`, name).Scan(&owned); err != nil {
+			return err
+		}
+		if owned > 0 {
+			return store.ErrOwnsApps
+		}
+		rows, err := tx.Query(ctx, `SELECT DISTINCT app_id FROM members WHERE user_name = $1 ORDER BY app_id`, name)
+		if err != nil {
+			return err
+		}
+		if apps, err = collect(rows, pgx.RowTo[int64]); err != nil {
+			return err
+		}
+		for _, q := range []string{`DELETE FROM members WHERE user_name = $1`, `DELETE FROM tokens WHERE user_name = $1`,
+			`DELETE FROM devices WHERE user_name = $1`, `DELETE FROM users WHERE name = $1`} {
+			if _, err := tx.Exec(ctx, q, name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return apps, nil
+}
+
 func (s *Store) CreateApp(ctx context.Context, a store.App) (*store.App, error) {
 	err := s.pool.QueryRow(ctx, `INSERT INTO apps (owner, name, public, created) VALUES ($1, $2, $3, $4) RETURNING id`,
 		a.Owner, a.Name, a.Public, a.Created.UnixNano()).Scan(&a.ID)

@@ -81,6 +81,68 @@ func (s *Store) UserByToken(ctx context.Context, hash []byte) (*store.User, erro
 	return &u, nil
 }
 
+func (s *Store) Users(ctx context.Context) ([]store.User, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT name, admin, created FROM users ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.User
+	for rows.Next() {
+		var u store.User
+		var t int64
+		if err := rows.Scan(&u.Name, &u.Admin, &t); err != nil {
+			return nil, err
+		}
+		u.Created = time.Unix(0, t)
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) RemoveUser(ctx context.Context, name string) ([]int64, error) {
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	var users, owned int
+	if err := tx.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM users WHERE name = ?), (SELECT count(*) FROM apps WHERE owner = ?)`,
+		name, name).Scan(&users, &owned); err != nil {
+		return nil, err
+	}
+	if users == 0 {
+		return nil, store.ErrNotFound
+	}
+	if owned > 0 {
+		return nil, store.ErrOwnsApps
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT app_id FROM members WHERE user = ? ORDER BY app_id`, name)
+	if err != nil {
+		return nil, err
+	}
+	var apps []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		apps = append(apps, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, q := range []string{`DELETE FROM members WHERE user = ?`, `DELETE FROM tokens WHERE user = ?`,
+		`DELETE FROM devices WHERE user = ?`, `DELETE FROM users WHERE name = ?`} {
+		if _, err := tx.ExecContext(ctx, q, name); err != nil {
+			return nil, err
+		}
+	}
+	return apps, tx.Commit()
+}
+
 func (s *Store) CreateApp(ctx context.Context, a store.App) (*store.App, error) {
 	res, err := s.wdb.ExecContext(ctx, `INSERT INTO apps (owner, name, public, created) VALUES (?, ?, ?, ?)`, a.Owner, a.Name, a.Public, a.Created.UnixNano())
 	if isUnique(err) {

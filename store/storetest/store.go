@@ -18,6 +18,7 @@ var storeTests = []test{
 	{"Tokens", testStoreTokens},
 	{"Apps", testStoreApps},
 	{"Members", testStoreMembers},
+	{"RemoveUser", testStoreRemoveUser},
 	{"GetMissing", testStoreGetMissing},
 	{"CommitAndGet", testStoreCommitAndGet},
 	{"CommitHeadMovedWritesNothing", testStoreHeadMoved},
@@ -188,19 +189,27 @@ func testStoreApps(t *testing.T, e *env) {
 	}
 }
 
+// role is a user's role in an app, for addMembers.
+type role struct {
+	app        int64
+	user, role string
+}
+
+func (e *env) addMembers(rs []role) {
+	e.t.Helper()
+	for _, m := range rs {
+		if err := e.st.AddMember(e.ctx, m.app, m.user, m.role); err != nil {
+			e.t.Fatalf("AddMember(%d, %s, %s): %v", m.app, m.user, m.role, err)
+		}
+	}
+}
+
 func testStoreMembers(t *testing.T, e *env) {
 	a1 := e.app("alice", "jobs")
 	a2 := e.app("alice", "other")
 	e.user("bob", false)
 	e.user("carol", false)
-	for _, m := range []struct {
-		app        int64
-		user, role string
-	}{{a1, "bob", "viewer"}, {a1, "bob", "viewer"}, {a1, "bob", "editor"}, {a1, "carol", "editor"}, {a2, "carol", "viewer"}} {
-		if err := e.st.AddMember(e.ctx, m.app, m.user, m.role); err != nil {
-			t.Fatalf("AddMember(%d, %s, %s): %v", m.app, m.user, m.role, err)
-		}
-	}
+	e.addMembers([]role{{a1, "bob", "viewer"}, {a1, "bob", "viewer"}, {a1, "bob", "editor"}, {a1, "carol", "editor"}, {a2, "carol", "viewer"}})
 	members := func(app int64) []string {
 		ms, err := e.st.Members(e.ctx, app)
 		if err != nil {
@@ -216,6 +225,97 @@ func testStoreMembers(t *testing.T, e *env) {
 	wantIDs(t, members(a1), []string{"bob:editor", "bob:viewer", "carol:editor"}, "Members(alice/jobs)")
 	wantIDs(t, members(a2), []string{"carol:viewer"}, "Members(alice/other)")
 	wantIDs(t, members(e.app("bob", "empty")), nil, "Members(bob/empty)")
+}
+
+// testStoreRemoveUser: Users lists everyone; RemoveUser takes a user
+// with their tokens, devices and memberships, refuses an owner of apps,
+// and leaves a new user of the same name nothing of the old one.
+func testStoreRemoveUser(t *testing.T, e *env) {
+	a1 := e.app("alice", "jobs")
+	a2 := e.app("alice", "other")
+	e.user("bob", false)
+	e.user("carol", false)
+	e.addMembers([]role{{a1, "bob", "viewer"}, {a1, "bob", "editor"}, {a2, "bob", "viewer"}, {a1, "carol", "viewer"}})
+	for _, u := range []string{"bob", "carol"} {
+		if err := e.st.AddToken(e.ctx, u, hash(u+"-token")); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.st.AddDevice(e.ctx, store.Device{User: u, Name: "ci", PublicKey: hash(u), Created: e.clk.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.st.RevokeDevice(e.ctx, "bob", "ci", e.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.AddDevice(e.ctx, store.Device{User: "bob", Name: "ci", PublicKey: hash("bob2"), Created: e.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		us, err := e.st.Users(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, u := range us {
+			out = append(out, u.Name)
+		}
+		return out
+	}
+	if got := names(); !slices.Equal(got, []string{"alice", "bob", "carol"}) {
+		t.Fatalf("Users = %q, want alice, bob, carol by name", got)
+	}
+
+	if _, err := e.st.RemoveUser(e.ctx, "alice"); !errors.Is(err, store.ErrOwnsApps) {
+		t.Fatalf("RemoveUser(alice, who owns apps): %v, want ErrOwnsApps", err)
+	}
+	if _, err := e.st.User(e.ctx, "alice"); err != nil {
+		t.Fatalf("a refused RemoveUser took alice: %v", err)
+	}
+	if _, err := e.st.RemoveUser(e.ctx, "nobody"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("RemoveUser(nobody): %v, want ErrNotFound", err)
+	}
+	apps, err := e.st.RemoveUser(e.ctx, "bob")
+	if err != nil || !slices.Equal(apps, []int64{min(a1, a2), max(a1, a2)}) {
+		t.Fatalf("RemoveUser(bob) = %v, %v; want the apps %d and %d", apps, err, a1, a2)
+	}
+	if got := names(); !slices.Equal(got, []string{"alice", "carol"}) {
+		t.Fatalf("Users after removing bob = %q", got)
+	}
+	if _, err := e.st.User(e.ctx, "bob"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("User(bob) after RemoveUser: %v, want ErrNotFound", err)
+	}
+	if _, err := e.st.UserByToken(e.ctx, hash("bob-token")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("bob's token after RemoveUser: %v, want ErrNotFound", err)
+	}
+	if _, err := e.st.RemoveUser(e.ctx, "bob"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("RemoveUser(bob) twice: %v, want ErrNotFound", err)
+	}
+	// A new bob starts with nothing of the old one.
+	e.user("bob", false)
+	if _, err := e.st.Device(e.ctx, "bob", "ci"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the new bob has the old one's device: %v", err)
+	}
+	for _, app := range []int64{a1, a2} {
+		ms, err := e.st.Members(e.ctx, app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.User == "bob" {
+				t.Fatalf("the new bob has the old one's role %s in app %d", m.Role, app)
+			}
+		}
+	}
+	// Carol keeps everything.
+	if u, err := e.st.UserByToken(e.ctx, hash("carol-token")); err != nil || u.Name != "carol" {
+		t.Fatalf("carol's token after bob's removal: %+v, %v", u, err)
+	}
+	if d, err := e.st.Device(e.ctx, "carol", "ci"); err != nil || !d.Revoked.IsZero() {
+		t.Fatalf("carol's device after bob's removal: %+v, %v", d, err)
+	}
+	if ms, err := e.st.Members(e.ctx, a1); err != nil || len(ms) != 1 || ms[0] != (store.Member{User: "carol", Role: "viewer"}) {
+		t.Fatalf("members of alice/jobs after bob's removal: %+v, %v; want carol:viewer", ms, err)
+	}
 }
 
 func testStoreGetMissing(t *testing.T, e *env) {
