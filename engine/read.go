@@ -106,6 +106,13 @@ func (e *Engine) Query(ctx context.Context, a Actor, appRef, db, field string, k
 	if !json.Valid(key) {
 		return Page{}, errs.New(errs.Invalid, "query key %q is not a JSON value; quote strings, e.g. \"running\"", key)
 	}
+	if ve := checkValues(key); ve != nil {
+		at := ""
+		if len(ve.path) > 0 {
+			at = " at " + ve.where()
+		}
+		return Page{}, errs.New(errs.Invalid, "query key%s: %s; no document can hold such a value, so query with one that fits", at, ve.fault)
+	}
 	limit, err = pageLimit(limit)
 	if err != nil {
 		return Page{}, err

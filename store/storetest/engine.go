@@ -28,6 +28,7 @@ var engineTests = []test{
 	{"RacingIfRev", testEngineRacingIfRev},
 	{"ConcurrentPutsWithoutIfRev", testEngineConcurrentPuts},
 	{"DeepDocuments", testEngineDeepDocuments},
+	{"DocumentValues", testEngineDocumentValues},
 	{"Identity", testEngineIdentity},
 	{"Reopen", testEngineReopen},
 }
@@ -742,4 +743,74 @@ func testEngineDeepDocuments(t *testing.T, e *env) {
 	}
 	e.put(alice, appJobs, "jobs", "after", `{"status":"pending","kind":"a"}`, engine.PutOptions{})
 	wantIDs(t, e.queryIDs(appJobs, "jobs", "kind", `"a"`), []string{"after", "plain"}, "Query after more writes")
+}
+
+// testEngineDocumentValues: numbers that do not fit a float64 and strings
+// with NUL or half a surrogate pair are refused at the door, naming where,
+// the same on every store; the values at the edge of the rules are kept
+// exactly and found by queries.
+func testEngineDocumentValues(t *testing.T, e *env) {
+	e.fixture()
+	for body, want := range map[string]string{
+		`{"n":1e999999}`:   `document value at .n (byte 5): 1e999999 is out of the range of a 64-bit float`,
+		`{"a":[1,-1e400]}`: `document value at .a[1] (byte 8): -1e400 is out of the range`,
+		`{"n":` + strings.Repeat("9", 200000) + `}`: `is 200000 characters long; the limit is 400`,
+		`{"n":1e-400}`:                 `1e-400 is too small for a 64-bit float`,
+		`{"n":0e-99999}`:               `0e-99999 has an exponent beyond ±9999`,
+		`{"a":{"b":["x","a\u0000b"]}}`: `document value at .a.b[1] (byte 15): it holds \u0000 (NUL)`,
+		`{"s":"\ud800"}`:               `document value at .s (byte 5): it holds \ud800, half of a UTF-16 surrogate pair`,
+		`{"s":"x\udc00"}`:              `it holds \udc00, half`,
+		`{"s":"\ud800\u0041"}`:         `it holds \ud800, half`,
+		`{"a\u0000":1}`:                `document key at ["a\u0000"] (byte 1): it holds \u0000`,
+		`{"in":{"x y":{"\udfff":1}}}`:  `document key at .in["x y"]["\udfff"] (byte 14)`,
+		` {"n":1e999}`:                 `(byte 6)`,
+	} {
+		_, err := e.eng.Put(e.ctx, alice, appJobs, "jobs", "bad", []byte(body), engine.PutOptions{})
+		wantCode(t, err, errs.Invalid, "Put of "+body[:min(len(body), 40)])
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Put(%.40s) = %v\nwant a message with %q", body, err, want)
+		}
+	}
+	if _, err := e.eng.Get(e.ctx, alice, appJobs, "jobs", "bad"); !errs.Is(err, errs.NotFound) {
+		t.Fatalf("a refused document was stored: %v", err)
+	}
+
+	good := map[string]string{
+		"tiny":  `{"n":5e-324}`,
+		"huge":  `{"n":-1.7976931348623157e308}`,
+		"zero":  `{"n":-0.0e-9999}`,
+		"long":  `{"n":1.` + strings.Repeat("0", engine.MaxNumberChars-2) + `}`,
+		"pair":  `{"s":"\ud83d\ude00","t":"\\u0000","u":"\uffff\ufffd"}`,
+		"pkey":  `{"\ud83d\ude00":"smile"}`,
+		"plain": `{"s":"NUL is \\u0000, written out"}`,
+	}
+	for id, body := range good {
+		e.put(alice, appJobs, "jobs", id, body, engine.PutOptions{})
+		raw, err := e.eng.Get(e.ctx, alice, appJobs, "jobs", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := decodeObject(t, []byte(body))
+		got := decodeObject(t, raw)
+		delete(got, "_id")
+		delete(got, "_rev")
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("Get(%s) = %s, want %s", id, raw, body)
+		}
+	}
+	wantIDs(t, e.queryIDs(appJobs, "jobs", "n", `5e-324`), []string{"tiny"}, "Query(n = 5e-324)")
+	wantIDs(t, e.queryIDs(appJobs, "jobs", "n", `-1.7976931348623157e308`), []string{"huge"}, "Query(n = -max)")
+	wantIDs(t, e.queryIDs(appJobs, "jobs", "s", `"😀"`), []string{"pair"}, "Query(s = a surrogate pair)")
+
+	for key, want := range map[string]string{
+		`1e999`:            `query key: 1e999 is out of the range of a 64-bit float`,
+		`"a\u0000"`:        `query key: it holds \u0000 (NUL)`,
+		`{"a":["\ud800"]}`: `query key at .a[0]: it holds \ud800`,
+	} {
+		_, err := e.eng.Query(e.ctx, alice, appJobs, "jobs", "n", json.RawMessage(key), 0, "")
+		wantCode(t, err, errs.Invalid, "Query with key "+key)
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Query(%s) = %v\nwant a message with %q", key, err, want)
+		}
+	}
 }
