@@ -163,11 +163,7 @@ func parseDoc(raw []byte, maxBytes int) (parsedDoc, error) {
 // lead of the body as sent.
 func parseValidDoc(b []byte, size, lead int) (parsedDoc, error) {
 	if ve := checkValues(b); ve != nil {
-		what := "value"
-		if ve.key {
-			what = "key"
-		}
-		return parsedDoc{}, errs.New(errs.Invalid, "document %s at %s (byte %d): %s; %s", what, ve.where(), lead+ve.at, ve.fault, ve.fix)
+		return parsedDoc{}, ve.docError(lead)
 	}
 	ms, err := canonicalObject(b)
 	if err != nil {

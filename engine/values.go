@@ -2,10 +2,13 @@ package engine
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/handoff-run/handoff/errs"
 )
 
 // Every number and string of a document must mean the same on every
@@ -41,6 +44,32 @@ func (v *valueError) where() string {
 	p := slices.Clone(v.path)
 	slices.Reverse(p)
 	return strings.Join(p, "")
+}
+
+// docError is the error of a document whose JSON text starts at byte
+// lead of the body as sent.
+func (v *valueError) docError(lead int) error {
+	what := "value"
+	if v.key {
+		what = "key"
+	}
+	return errs.New(errs.Invalid, "document %s at %s (byte %d): %s; %s", what, v.where(), lead+v.at, v.fault, v.fix)
+}
+
+// ValidValues checks a stored document's JSON text against the rules on
+// numbers and strings that every write now meets; bodies stored before
+// those rules may break them.
+func ValidValues(doc []byte) error {
+	if !json.Valid(doc) {
+		return errs.New(errs.Invalid, "document is not valid JSON")
+	}
+	if d := jsonDepth(doc); d > MaxDepth {
+		return errs.New(errs.Invalid, "document nests %d levels deep; the limit is %d", d, MaxDepth)
+	}
+	if ve := checkValues(doc); ve != nil {
+		return ve.docError(0)
+	}
+	return nil
 }
 
 // checkValues checks every number and string (keys included) of valid
