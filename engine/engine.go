@@ -236,7 +236,9 @@ func (e *Engine) forgetSecrets(appID int64) {
 	e.secrets.Delete(appID)
 }
 
-// internal wraps a store failure; the details go to the log, not the user.
+// internal wraps a store failure. Its message has the failure's text for
+// the server's log: HTTP clients get a generic message and an error id
+// instead (server/errors.go).
 func internal(err error) error {
 	var ee *errs.Error
 	if errors.As(err, &ee) {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,16 +35,41 @@ func (s *Server) writeErrorStatus(w http.ResponseWriter, status int, e *errs.Err
 	writeJSON(w, status, errorBody{Error: e})
 }
 
+// asError is err as the client may see it. A server failure (any code
+// answered with a 5xx) gets an error id, which the log records with the
+// full error; an internal error's own text (a storage error, say) goes to
+// the log only, never to the client.
 func (s *Server) asError(r *http.Request, err error) *errs.Error {
 	var e *errs.Error
 	if !errors.As(err, &e) {
-		s.log.Error("request failed with an uncoded error", "method", r.Method, "route", r.Pattern, "err", err)
-		return errs.New(errs.Internal, "the server failed to handle the request; retry, and check the server log if it persists")
+		return s.failure(r, "request failed with an uncoded error", err.Error())
 	}
-	if e.Code == errs.Internal {
-		s.log.Error("request failed", "method", r.Method, "route", r.Pattern, "err", e.Message)
+	switch {
+	case e.Code == errs.Internal:
+		return s.failure(r, "request failed", e.Message)
+	case errs.HTTPStatus(e.Code) >= 500:
+		// Our own words (shutting down, cancelled): the client keeps them.
+		id := errorID()
+		s.log.Warn("request failed", "error_id", id, "method", r.Method, "route", r.Pattern, "code", e.Code, "err", e.Message)
+		return &errs.Error{Code: e.Code, Message: e.Message + " (error id " + id + ")", Reason: e.Reason, ID: id}
 	}
 	return e
+}
+
+// failure logs an internal error under a new error id and returns what
+// the client gets instead of it.
+func (s *Server) failure(r *http.Request, what, detail string, attrs ...any) *errs.Error {
+	id := errorID()
+	s.log.Error(what, append([]any{"error_id", id, "method", r.Method, "route", r.Pattern, "err", detail}, attrs...)...)
+	return &errs.Error{Code: errs.Internal, ID: id,
+		Message: "the server failed to handle the request (error id " + id + "); retry, and if it persists give this id to the server's operator, whose log has the details"}
+}
+
+// errorID is a short random id that ties an answer to its log line.
+func errorID() string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // recovered handles a panic of a handler: it logs it with its stack and
@@ -53,12 +80,11 @@ func (s *Server) recovered(w *responseWriter, r *http.Request, v any) (abort boo
 	if v == http.ErrAbortHandler {
 		return true
 	}
-	s.log.Error("handler panicked", "method", r.Method, "route", r.Pattern, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	e := s.failure(r, "handler panicked", fmt.Sprint(v), "stack", string(debug.Stack()))
 	if w.status != 0 {
 		return true
 	}
-	s.writeErrorStatus(w, http.StatusInternalServerError,
-		errs.New(errs.Internal, "the server hit a bug handling this request; it was logged, and the server keeps running"))
+	s.writeErrorStatus(w, http.StatusInternalServerError, e)
 	return false
 }
 
