@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/store"
@@ -282,7 +283,8 @@ func decodeCursor(c string) (string, error) {
 		return "", nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || !bytes.HasPrefix(b, []byte("i:")) {
+	// The id goes to the store as text, which must be UTF-8 without NUL.
+	if err != nil || !bytes.HasPrefix(b, []byte("i:")) || !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
 		return "", errs.New(errs.Invalid, "cursor %q is not one this server returned; pass the next value of the previous page, or none to start over", c)
 	}
 	return string(b[2:]), nil

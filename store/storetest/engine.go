@@ -1,12 +1,18 @@
 package storetest
 
 import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/handoff-run/handoff/auth"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 )
@@ -29,6 +35,7 @@ var engineTests = []test{
 	{"ConcurrentPutsWithoutIfRev", testEngineConcurrentPuts},
 	{"DeepDocuments", testEngineDeepDocuments},
 	{"DocumentValues", testEngineDocumentValues},
+	{"NamesNoStoreHolds", testEngineNamesNoStoreHolds},
 	{"Identity", testEngineIdentity},
 	{"Reopen", testEngineReopen},
 }
@@ -812,5 +819,53 @@ func testEngineDocumentValues(t *testing.T, e *env) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Query(%s) = %v\nwant a message with %q", key, err, want)
 		}
+	}
+}
+
+// testEngineNamesNoStoreHolds: names, numbers and cursors that no user,
+// device, secret, version or document can have are answered as not
+// found or invalid, never looked up: PostgreSQL refuses NUL in text and
+// numbers past its column types, which made them internal errors.
+func testEngineNamesNoStoreHolds(t *testing.T, e *env) {
+	e.fixture()
+	for _, v := range []int{0, -1, math.MaxInt32 + 1, math.MaxInt64} {
+		wantCode(t, e.eng.Rollback(e.ctx, alice, appJobs, v), errs.NotFound, fmt.Sprint("Rollback to version ", v))
+	}
+	_, err := e.eng.RotateToken(e.ctx, admin, "bob\x00")
+	wantCode(t, err, errs.NotFound, "RotateToken of a name with NUL")
+	wantCode(t, e.eng.AddMember(e.ctx, alice, appJobs, "bob\x00", "editor"), errs.Invalid, "AddMember of a name with NUL")
+	wantCode(t, e.eng.RemoveMember(e.ctx, alice, appJobs, "bob\x00", ""), errs.NotFound, "RemoveMember of a name with NUL")
+	wantCode(t, e.eng.RemoveMember(e.ctx, alice, appJobs, "bob", "\xff"), errs.NotFound, "RemoveMember of a role of invalid UTF-8")
+	wantCode(t, e.eng.RevokeDevice(e.ctx, alice, "d\x00"), errs.NotFound, "RevokeDevice of a name with NUL")
+	wantCode(t, e.eng.RemoveSecret(e.ctx, alice, appJobs, "s\x00"), errs.NotFound, "RemoveSecret of a name with NUL")
+	for _, id := range []string{"a\x00", "\xff"} {
+		cursor := base64.RawURLEncoding.EncodeToString([]byte("i:" + id))
+		_, err := e.eng.Scan(e.ctx, alice, appJobs, "jobs", 0, cursor)
+		wantCode(t, err, errs.Invalid, fmt.Sprintf("Scan after %q", id))
+		_, err = e.eng.Query(e.ctx, alice, appJobs, "jobs", "status", json.RawMessage(`"x"`), 0, cursor)
+		wantCode(t, err, errs.Invalid, fmt.Sprintf("Query after %q", id))
+	}
+
+	// Device tokens: a name no device has, and a nonce that the replay
+	// check would store, from a device whose key really signed it.
+	key, err := auth.NewDeviceKey("alice", "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.eng.AddDevice(e.ctx, alice, "laptop", key.Public(), ""); err != nil {
+		t.Fatal(err)
+	}
+	sign := func(user, device, nonce string) string {
+		sum := sha256.Sum256(nil)
+		payload, _ := json.Marshal(map[string]any{"u": user, "d": device, "t": e.clk.Now().Unix(), "n": nonce,
+			"m": "GET", "p": "/v1/whoami", "b": hex.EncodeToString(sum[:])})
+		return base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(key.Private, payload))
+	}
+	if a, err := e.eng.AuthenticateDevice(e.ctx, sign("alice", "laptop", "n1"), "GET", "/v1/whoami", nil); err != nil || a.User != "alice" {
+		t.Fatalf("AuthenticateDevice of a good token = %+v, %v", a, err)
+	}
+	for _, c := range [][3]string{{"alice\x00", "laptop", "n2"}, {"alice", "lap\x00", "n3"}, {"alice", "laptop", "n\x00"}, {"alice", "laptop", "\xff"}} {
+		_, err := e.eng.AuthenticateDevice(e.ctx, sign(c[0], c[1], c[2]), "GET", "/v1/whoami", nil)
+		wantCode(t, err, errs.Unauthorized, fmt.Sprintf("AuthenticateDevice as %q", c))
 	}
 }
