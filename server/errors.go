@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"runtime/debug"
 
@@ -37,27 +38,29 @@ func (s *Server) writeErrorStatus(w http.ResponseWriter, status int, e *errs.Err
 
 // asError is err as the client may see it. A server failure (any code
 // answered with a 5xx) gets an error id, which the log records with the
-// full error; an internal error's own text (a storage error, say) goes to
-// the log only, never to the client.
+// whole error, its Detail included; the client gets the message and the
+// id, never the Detail. An error without a code is a bug: the client gets
+// a generic internal error.
 func (s *Server) asError(r *http.Request, err error) *errs.Error {
 	var e *errs.Error
 	if !errors.As(err, &e) {
 		return s.failure(r, "request failed with an uncoded error", err.Error())
 	}
-	switch {
-	case e.Code == errs.Internal:
-		return s.failure(r, "request failed", e.Message)
-	case errs.HTTPStatus(e.Code) >= 500:
-		// Our own words (shutting down, cancelled): the client keeps them.
-		id := errorID()
-		s.log.Warn("request failed", "error_id", id, "method", r.Method, "route", r.Pattern, "code", e.Code, "err", e.Message)
-		return &errs.Error{Code: e.Code, Message: e.Message + " (error id " + id + ")", Reason: e.Reason, ID: id}
+	if errs.HTTPStatus(e.Code) < 500 {
+		return e
 	}
-	return e
+	id := errorID()
+	level := slog.LevelError
+	if e.Code != errs.Internal {
+		level = slog.LevelWarn // our own words: shutting down, cancelled
+	}
+	s.log.Log(r.Context(), level, "request failed", "error_id", id, "method", r.Method, "route", r.Pattern,
+		"code", e.Code, "err", e.Message, "detail", e.Detail)
+	return &errs.Error{Code: e.Code, Message: e.Message + " (error id " + id + ")", Reason: e.Reason, ID: id}
 }
 
-// failure logs an internal error under a new error id and returns what
-// the client gets instead of it.
+// failure logs a failure that has no words for the client under a new
+// error id, and returns what the client gets instead.
 func (s *Server) failure(r *http.Request, what, detail string, attrs ...any) *errs.Error {
 	id := errorID()
 	s.log.Error(what, append([]any{"error_id", id, "method", r.Method, "route", r.Pattern, "err", detail}, attrs...)...)

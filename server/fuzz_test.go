@@ -362,7 +362,9 @@ type errorOut struct {
 func (fs *fuzzServer) checkOK(t *testing.T, method, path string, filled map[string]string, body []byte, describe func() string) {
 	switch {
 	case strings.HasSuffix(path, "/bulk"):
-		var out struct{ Results []struct{ Error *struct{ Code string } } }
+		var out struct {
+			Results []struct{ Error *struct{ Code string } }
+		}
 		if json.Unmarshal(body, &out) == nil {
 			for _, r := range out.Results {
 				if r.Error != nil && r.Error.Code == "internal" {
