@@ -107,6 +107,9 @@ func (e *Engine) Query(ctx context.Context, a Actor, appRef, db, field string, k
 	if !json.Valid(key) {
 		return Page{}, errs.New(errs.Invalid, "query key %q is not a JSON value; quote strings, e.g. \"running\"", key)
 	}
+	if d := jsonDepth(key); d > MaxDepth {
+		return Page{}, errs.New(errs.Invalid, "query key nests %d levels deep; documents nest at most %d, so none would match", d, MaxDepth)
+	}
 	if ve := checkValues(key); ve != nil {
 		at := ""
 		if len(ve.path) > 0 {

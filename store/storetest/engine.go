@@ -813,6 +813,7 @@ func testEngineDocumentValues(t *testing.T, e *env) {
 		`1e999`:            `query key: 1e999 is out of the range of a 64-bit float`,
 		`"a\u0000"`:        `query key: it holds \u0000 (NUL)`,
 		`{"a":["\ud800"]}`: `query key at .a[0]: it holds \ud800`,
+		strings.Repeat("[", 200) + strings.Repeat("]", 200): `query key nests 200 levels deep`,
 	} {
 		_, err := e.eng.Query(e.ctx, alice, appJobs, "jobs", "n", json.RawMessage(key), 0, "")
 		wantCode(t, err, errs.Invalid, "Query with key "+key)
