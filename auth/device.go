@@ -128,10 +128,24 @@ func ParseSigned(cred string) (Signed, error) {
 	payload, err1 := base64.RawURLEncoding.DecodeString(p)
 	sig, err2 := base64.RawURLEncoding.DecodeString(sg)
 	var c claims
-	if err1 != nil || err2 != nil || json.Unmarshal(payload, &c) != nil || c.User == "" || c.Device == "" || c.Nonce == "" {
+	if err1 != nil || err2 != nil || json.Unmarshal(payload, &c) != nil || c.User == "" || c.Device == "" || !validNonce(c.Nonce) {
 		return Signed{}, bad
 	}
 	return Signed{claims: c, payload: payload, sig: sig}, nil
+}
+
+// validNonce: Sign makes hex nonces; the replay check stores them, so
+// nothing else (NUL, say) gets that far.
+func validNonce(n string) bool {
+	if n == "" || len(n) > 64 {
+		return false
+	}
+	for _, c := range n {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // Verify checks the signature against the registered public key, that the

@@ -3,8 +3,11 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -71,6 +74,32 @@ type AccessUser struct {
 type AccessDecision struct {
 	Channels []string
 	Grants   []store.Grant
+}
+
+// check refuses names that a store cannot keep: every store must hold
+// the same decisions, and PostgreSQL's text holds no NUL or invalid UTF-8.
+func (d AccessDecision) check() error {
+	bad := func(what, name string) error {
+		return errs.New(errs.AccessError, "access.js returned the %s %q, which holds NUL or is not valid UTF-8; return names of printable text", what, name)
+	}
+	ok := func(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
+	for _, c := range d.Channels {
+		if !ok(c) {
+			return bad("channel", c)
+		}
+	}
+	for _, g := range d.Grants {
+		if !ok(g.Principal) {
+			return bad(g.Kind+" name", g.Principal)
+		}
+		if !ok(g.Channel) && g.Kind == "member" {
+			return bad("role", g.Channel)
+		}
+		if !ok(g.Channel) {
+			return bad("channel", g.Channel)
+		}
+	}
+	return nil
 }
 
 // appCode is an app's active code, compiled.

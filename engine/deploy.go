@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/handoff-run/handoff/errs"
@@ -178,7 +179,12 @@ func (e *Engine) Rollback(ctx context.Context, a Actor, appRef string, version i
 	if err := e.mayAdmin(a, app); err != nil {
 		return err
 	}
-	err = e.st.ActivateCode(ctx, app.ID, version)
+	// Versions count up from 1 in a 32-bit column: anything else does not
+	// exist, and the store would refuse to look it up.
+	err = store.ErrNotFound
+	if version >= 1 && version <= math.MaxInt32 {
+		err = e.st.ActivateCode(ctx, app.ID, version)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return errs.New(errs.NotFound, "app %s has no code version %d; list them with `handoff app versions --app %s`", appRef, version, appRef)
 	}

@@ -96,7 +96,10 @@ func (e *Engine) RevokeDevice(ctx context.Context, a Actor, name string) error {
 	if err := signedIn(a, "revoke devices"); err != nil {
 		return err
 	}
-	err := e.st.RevokeDevice(ctx, a.User, name, e.clock.Now())
+	err := store.ErrNotFound
+	if ValidUserName(name) == nil { // device names follow the user name rule
+		err = e.st.RevokeDevice(ctx, a.User, name, e.clock.Now())
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return errs.New(errs.NotFound, "you have no device named %q that is still valid; list them with `handoff device list`", name)
 	}
@@ -114,7 +117,11 @@ func (e *Engine) AuthenticateDevice(ctx context.Context, cred, method, target st
 	if err != nil {
 		return Actor{}, errs.New(errs.Unauthorized, "%v", err)
 	}
-	d, err := e.st.Device(ctx, s.User, s.Device)
+	var d *store.Device
+	err = store.ErrNotFound
+	if ValidUserName(s.User) == nil && ValidUserName(s.Device) == nil {
+		d, err = e.st.Device(ctx, s.User, s.Device)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return Actor{}, errs.New(errs.Unauthorized, "device %s of user %s is not registered; add it with `handoff device add`", s.Device, s.User)
 	}

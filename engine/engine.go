@@ -236,7 +236,8 @@ func (e *Engine) forgetSecrets(appID int64) {
 	e.secrets.Delete(appID)
 }
 
-// internal wraps a store failure; the details go to the log, not the user.
+// internal wraps a store failure. The failure's text (SQL, data) is its
+// Detail, for the server's log; neither HTTP clients nor app code see it.
 func internal(err error) error {
 	var ee *errs.Error
 	if errors.As(err, &ee) {
@@ -245,7 +246,8 @@ func internal(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return errs.New(errs.Unavailable, "the request was cancelled before it finished: %v; retry it", err)
 	}
-	return &errs.Error{Code: errs.Internal, Message: "storage error: " + err.Error() + "; retry, and check the server log if it persists"}
+	return &errs.Error{Code: errs.Internal, Detail: err.Error(),
+		Message: "the server's storage failed; retry, and if it persists tell the server's operator"}
 }
 
 // Activity is a counter that moves whenever the engine does something:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,10 @@ func FuzzDocument(f *testing.F) {
 		{`{"a":1}`, "_reserved"},
 		{`{"a":1}`, "ctl\x01"},
 		{`{"a":1}`, strings.Repeat("i", 513)},
+		{`{"n":1e999999,"m":-1e400,"t":1e-400,"z":0e-99999,"ok":5e-324}`, "nums"},
+		{`{"n":` + strings.Repeat("7", 500) + `}`, "longnum"},
+		{`{"a":{"b":["\ud83d\ude00","\\u0000","\udc00\ud800"]}}`, "pairs"},
+		{`{"\ud800":1}`, "lonekey"},
 	} {
 		f.Add([]byte(s.body), s.id)
 	}
@@ -81,6 +86,11 @@ func FuzzDocument(f *testing.F) {
 			if !errors.As(err, &ee) || ee.Message == "" {
 				t.Fatalf("Put(%q, %q): %v is not a clean error", id, body, err)
 			}
+			if strings.HasPrefix(ee.Message, "document value at") || strings.HasPrefix(ee.Message, "document key at") {
+				if fault := fuzzValueFault(body); fault == "" {
+					t.Fatalf("Put(%q) refused a document whose values are fine: %v", body, err)
+				}
+			}
 			switch {
 			case ee.Code == errs.TooLarge && len(body) <= fuzzMaxDoc:
 				t.Fatalf("Put(%q) of %d bytes: too_large under the limit", body, len(body))
@@ -94,6 +104,9 @@ func FuzzDocument(f *testing.F) {
 		}
 		if !json.Valid(body) {
 			t.Fatalf("Put accepted invalid JSON %q", body)
+		}
+		if fault := fuzzValueFault(body); fault != "" {
+			t.Fatalf("Put accepted %q, which %s", body, fault)
 		}
 		in, ok := decodeFuzz(body).(map[string]any)
 		if !ok {
@@ -144,4 +157,83 @@ func decodeFuzz(b []byte) any {
 		return err
 	}
 	return v
+}
+
+// fuzzValueFault says how a valid JSON text breaks the rules on values,
+// or "" if it does not: a number past float64 or MaxNumberChars, an
+// exponent past ±9999, an escaped NUL or a surrogate escape that is not
+// half of a pair. It reads the text its own way, to check the engine's.
+func fuzzValueFault(body []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		n, ok := tok.(json.Number)
+		if !ok {
+			continue
+		}
+		s := string(n)
+		f, err := strconv.ParseFloat(s, 64)
+		mant, exp, _ := strings.Cut(strings.ToLower(s), "e")
+		exp = strings.TrimLeft(exp, "+-0")
+		switch {
+		case len(s) > MaxNumberChars:
+			return "has a number too long"
+		case err != nil:
+			return "has a number out of range"
+		case f == 0 && strings.Trim(mant, "-0.") != "":
+			return "has a number that reads as 0"
+		case len(exp) > 4:
+			return "has an exponent too large"
+		}
+	}
+	// Each string's escaped UTF-16 code units, in order; a raw character
+	// between two escapes breaks a pair.
+	var units []int
+	inString := false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case !inString:
+			if c == '"' {
+				inString, units = true, units[:0]
+			}
+			continue
+		case c == '"':
+			inString = false
+			units = append(units, -1)
+		case c == '\\' && body[i+1] == 'u':
+			u, _ := strconv.ParseUint(string(body[i+2:i+6]), 16, 16)
+			units = append(units, int(u))
+			i += 5
+			continue
+		case c == '\\':
+			i++
+			units = append(units, -1)
+		default:
+			units = append(units, -1)
+		}
+		if inString {
+			continue
+		}
+		for j := 0; j < len(units); j++ {
+			u := units[j]
+			switch {
+			case u == 0:
+				return "holds NUL"
+			case u >= 0xdc00 && u < 0xe000:
+				return "holds a lone low surrogate"
+			case u >= 0xd800 && u < 0xdc00:
+				if j+1 < len(units) && units[j+1] >= 0xdc00 && units[j+1] < 0xe000 {
+					j++
+					continue
+				}
+				return "holds a lone high surrogate"
+			}
+		}
+	}
+	return ""
 }

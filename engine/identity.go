@@ -80,7 +80,11 @@ func (e *Engine) RotateToken(ctx context.Context, a Actor, user string) (string,
 		return "", needAdmin(a, "give another user a new token")
 	}
 	token := NewToken()
-	err := e.st.ReplaceTokens(ctx, user, HashToken(token))
+	// A name no user can have is not looked up: the store may refuse it.
+	err := store.ErrNotFound
+	if ValidUserName(user) == nil {
+		err = e.st.ReplaceTokens(ctx, user, HashToken(token))
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return "", errs.New(errs.NotFound, "user %q not found; check the name (handoff whoami shows yours)", user)
 	}
@@ -299,6 +303,9 @@ func (e *Engine) AddMember(ctx context.Context, a Actor, appRef, user, role stri
 	if err := ValidRole(role); err != nil {
 		return err
 	}
+	if err := ValidUserName(user); err != nil {
+		return err
+	}
 	if _, err := e.st.User(ctx, user); errors.Is(err, store.ErrNotFound) {
 		return errs.New(errs.NotFound, "user %q does not exist; add it first with `handoff user add %s`", user, user)
 	} else if err != nil {
@@ -320,7 +327,10 @@ func (e *Engine) RemoveMember(ctx context.Context, a Actor, appRef, user, role s
 	if err := e.mayAdmin(a, app); err != nil {
 		return err
 	}
-	err = e.st.RemoveMember(ctx, app.ID, user, role)
+	err = store.ErrNotFound
+	if ValidUserName(user) == nil && (role == "" || ValidRole(role) == nil) {
+		err = e.st.RemoveMember(ctx, app.ID, user, role)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return errs.New(errs.NotFound, "user %q has no such role in %s; list members with `handoff app member list --app %s`", user, appRef, appRef)
 	}

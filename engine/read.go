@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/store"
@@ -105,6 +106,16 @@ func (e *Engine) Query(ctx context.Context, a Actor, appRef, db, field string, k
 	key = bytes.TrimSpace(key)
 	if !json.Valid(key) {
 		return Page{}, errs.New(errs.Invalid, "query key %q is not a JSON value; quote strings, e.g. \"running\"", key)
+	}
+	if d := jsonDepth(key); d > MaxDepth {
+		return Page{}, errs.New(errs.Invalid, "query key nests %d levels deep; documents nest at most %d, so none would match", d, MaxDepth)
+	}
+	if ve := checkValues(key); ve != nil {
+		at := ""
+		if len(ve.path) > 0 {
+			at = " at " + ve.where()
+		}
+		return Page{}, errs.New(errs.Invalid, "query key%s: %s; no document can hold such a value, so query with one that fits", at, ve.fault)
 	}
 	limit, err = pageLimit(limit)
 	if err != nil {
@@ -275,7 +286,8 @@ func decodeCursor(c string) (string, error) {
 		return "", nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || !bytes.HasPrefix(b, []byte("i:")) {
+	// The id goes to the store as text, which must be UTF-8 without NUL.
+	if err != nil || !bytes.HasPrefix(b, []byte("i:")) || !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
 		return "", errs.New(errs.Invalid, "cursor %q is not one this server returned; pass the next value of the previous page, or none to start over", c)
 	}
 	return string(b[2:]), nil

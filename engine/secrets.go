@@ -102,7 +102,10 @@ func (e *Engine) RemoveSecret(ctx context.Context, a Actor, appRef, name string)
 	if err := e.mayAdmin(a, app); err != nil {
 		return err
 	}
-	err = e.st.DeleteSecret(ctx, app.ID, name)
+	err = store.ErrNotFound
+	if secretNameRE.MatchString(name) {
+		err = e.st.DeleteSecret(ctx, app.ID, name)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return errs.New(errs.NotFound, "app %s has no secret %q; list them with `handoff secret list --app %s`", appRef, name, appRef)
 	}

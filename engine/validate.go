@@ -101,7 +101,9 @@ func parseDoc(raw []byte, maxBytes int) (parsedDoc, error) {
 	if len(raw) > maxBytes {
 		return parsedDoc{}, errs.New(errs.TooLarge, "document is %d bytes; the limit is %d bytes; store large data elsewhere and keep a reference", len(raw), maxBytes)
 	}
-	trimmed := bytes.TrimSpace(raw)
+	// JSON's own white space only: bytes.TrimSpace would also take
+	// characters such as \v that json.Valid refuses.
+	trimmed := bytes.Trim(raw, jsonSpace)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		if !json.Valid(trimmed) {
 			return parsedDoc{}, errs.New(errs.Invalid, "document is not valid JSON; send a JSON object such as {\"status\":\"pending\"}")
@@ -116,7 +118,7 @@ func parseDoc(raw []byte, maxBytes int) (parsedDoc, error) {
 		return parsedDoc{}, errs.New(errs.Invalid, "document nests %d levels deep; the limit is %d; flatten it", d, MaxDepth)
 	}
 	if json.Valid(trimmed) {
-		return parseValidDoc(trimmed, len(raw))
+		return parseValidDoc(trimmed, len(raw), len(raw)-len(bytes.TrimLeft(raw, jsonSpace)))
 	}
 	// Invalid: decode it anyway, for the decoder's account of what is wrong.
 	var fields map[string]json.RawMessage
@@ -157,8 +159,12 @@ func parseDoc(raw []byte, maxBytes int) (parsedDoc, error) {
 	return p, nil
 }
 
-// parseValidDoc is parseDoc for a valid JSON object.
-func parseValidDoc(b []byte, size int) (parsedDoc, error) {
+// parseValidDoc is parseDoc for a valid JSON object that starts at byte
+// lead of the body as sent.
+func parseValidDoc(b []byte, size, lead int) (parsedDoc, error) {
+	if ve := checkValues(b); ve != nil {
+		return parsedDoc{}, ve.docError(lead)
+	}
 	ms, err := canonicalObject(b)
 	if err != nil {
 		return parsedDoc{}, errs.New(errs.Invalid, "document is not valid JSON: %v", err)
@@ -194,6 +200,9 @@ func parseValidDoc(b []byte, size int) (parsedDoc, error) {
 	}
 	return p, nil
 }
+
+// jsonSpace is the white space JSON allows around values.
+const jsonSpace = " \t\r\n"
 
 // MaxDepth bounds how deeply a document nests: the stores' JSON functions
 // refuse very deep documents, and no state machine needs them.

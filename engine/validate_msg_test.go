@@ -15,6 +15,8 @@ func TestDocumentErrorsSayWhatToFix(t *testing.T) {
 		"{\"a\":\"\xff\"}": "not valid UTF-8 (first bad byte at offset 6)",
 		`{"a":1,"a":2}`:    `the field "a" more than once`,
 		`[1]`:              "must be a JSON object",
+		"{}\v":             "data after the JSON object",
+		"\n {\"n\":1e999}": "document value at .n (byte 7): 1e999 is out of the range",
 	} {
 		_, err := parseDoc([]byte(body), 1<<20)
 		if err == nil || !strings.Contains(err.Error(), want) {

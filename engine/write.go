@@ -176,6 +176,9 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate Acces
 		// The decision is made against this head; the commit below
 		// happens only if the head is still this one.
 		dec, err := gate.Check(ctx, e.accessInput(ctx, a, app, db, id, deleted, body, head, live))
+		if err == nil {
+			err = dec.check()
+		}
 		if err != nil {
 			if errs.Is(err, errs.AccessError) {
 				// The writer gets the error too, but the app's developer

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,5 +71,38 @@ func TestHintedWriteNotRetriedAfterCommitError(t *testing.T) {
 	}
 	if len(hist) != 2 {
 		t.Fatalf("history has %d revisions, want 2 (the failed commit applied once): %+v", len(hist), hist)
+	}
+}
+
+// failingGets is a store whose reads fail with text only the server's
+// log may see.
+type failingGets struct{ store.Store }
+
+func (failingGets) Get(context.Context, int64, string, string) (*store.Doc, error) {
+	return nil, errors.New(`ERROR: relation "docs" does not exist (SELECT body_text FROM docs)`)
+}
+
+// TestStorageFailuresKeepTheirTextForTheLog: a storage failure reaches
+// callers (HTTP clients, app handlers) as internal with words of its own;
+// the storage error's text is only its Detail.
+func TestStorageFailuresKeepTheirTextForTheLog(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	e := engine.New(failingGets{st}, engine.Options{})
+	admin := engine.Actor{User: engine.AdminUser, Admin: true}
+	if _, err := e.Bootstrap(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CreateApp(ctx, admin, "admin/app", false); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Get(ctx, admin, "admin/app", "jobs", "x")
+	var ee *errs.Error
+	if !errors.As(err, &ee) || ee.Code != errs.Internal || strings.Contains(ee.Message, "SELECT") || !strings.Contains(ee.Detail, "SELECT body_text") {
+		t.Fatalf("Get over a failing store = %#v", err)
 	}
 }

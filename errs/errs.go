@@ -29,10 +29,15 @@ const (
 
 // Error is an error with a code and a message that tells the user what to
 // do next. Reason carries the access function's own words for forbidden.
+// ID names a server failure (a 5xx answer) in the server's log. Detail is
+// for that log only, never sent: the failure's own text, such as a
+// storage error's, which may hold SQL and data.
 type Error struct {
 	Code    Code   `json:"code"`
 	Message string `json:"message"`
 	Reason  string `json:"reason,omitempty"`
+	ID      string `json:"id,omitempty"`
+	Detail  string `json:"-"`
 }
 
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }

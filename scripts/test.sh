@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check that guards main: formatting, vet, the tests with the
-# race detector, and a short fuzz run over document decoding.
+# race detector, and short fuzz runs over document decoding and the HTTP
+# API.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,4 +17,5 @@ go test -race -count=1 -timeout 20m ./...
 # not survive them): run the JS budget tests once more without it.
 go test -count=1 -timeout 10m ./access ./jsvm
 go test ./engine -run '^$' -fuzz '^FuzzDocument$' -fuzztime "${FUZZTIME:-10s}"
+go test ./server -run '^$' -fuzz '^FuzzHTTP$' -fuzztime "${FUZZTIME:-10s}"
 echo "all checks passed"

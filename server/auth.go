@@ -137,7 +137,7 @@ func (s *Server) signedBody(r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	_ = r.Body.Close()
 	if err != nil {
-		return nil, errs.New(errs.Invalid, "could not read the request body: %v; send it again", err)
+		return nil, bodyError(err)
 	}
 	if int64(len(b)) > limit {
 		return nil, tooLarge

@@ -127,3 +127,34 @@ func TestBulkErrors(t *testing.T) {
 		t.Errorf("oversized doc in bulk: %+v", out.Results)
 	}
 }
+
+// TestDocumentValuesOverHTTP: a put, each document of a bulk write and a
+// query key are held to the same rules on numbers and strings, and a
+// refusal is invalid, saying where.
+func TestDocumentValuesOverHTTP(t *testing.T) {
+	v := newEnv(t)
+	e := v.mustError(v.do("PUT", docPath("alice/jobs", "jobs", "n"), "alice", `{"input":{"n":1e999999}}`), 400, "invalid")
+	if !strings.Contains(e.Message, "document value at .input.n (byte 14)") {
+		t.Errorf("put: %s", e.Message)
+	}
+	body := `{"docs":[{"_id":"ok","n":5e-324},{"_id":"nul","s":"\u0000"},{"_id":"lone","\ud800":1},{"_id":"big","n":` + strings.Repeat("9", 200000) + `}]}`
+	var out bulkOut
+	v.mustJSON(v.do("POST", "/v1/apps/alice/jobs/dbs/jobs/bulk", "alice", body), 200, &out)
+	if r := out.Results; len(r) != 4 || !r[0].OK {
+		t.Fatalf("bulk results = %+v", out)
+	}
+	for i, want := range []string{"", `document value at .s`, `document key at ["\ud800"]`, "200000 characters long"} {
+		if i == 0 {
+			continue
+		}
+		r := out.Results[i]
+		if r.OK || r.Error == nil || r.Error.Code != "invalid" || !strings.Contains(r.Error.Message, want) {
+			t.Errorf("bulk document %d: %+v, want invalid with %q", i, r, want)
+		}
+	}
+	// A key beyond float64 was a storage error.
+	e = v.mustError(v.do("GET", "/v1/apps/alice/jobs/dbs/jobs/query?field=v&key=1e999", "alice", ""), 400, "invalid")
+	if !strings.Contains(e.Message, "1e999 is out of the range") {
+		t.Errorf("query: %s", e.Message)
+	}
+}

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"runtime/debug"
 
@@ -33,16 +36,43 @@ func (s *Server) writeErrorStatus(w http.ResponseWriter, status int, e *errs.Err
 	writeJSON(w, status, errorBody{Error: e})
 }
 
+// asError is err as the client may see it. A server failure (any code
+// answered with a 5xx) gets an error id, which the log records with the
+// whole error, its Detail included; the client gets the message and the
+// id, never the Detail. An error without a code is a bug: the client gets
+// a generic internal error.
 func (s *Server) asError(r *http.Request, err error) *errs.Error {
 	var e *errs.Error
 	if !errors.As(err, &e) {
-		s.log.Error("request failed with an uncoded error", "method", r.Method, "route", r.Pattern, "err", err)
-		return errs.New(errs.Internal, "the server failed to handle the request; retry, and check the server log if it persists")
+		return s.failure(r, "request failed with an uncoded error", err.Error())
 	}
-	if e.Code == errs.Internal {
-		s.log.Error("request failed", "method", r.Method, "route", r.Pattern, "err", e.Message)
+	if errs.HTTPStatus(e.Code) < 500 {
+		return e
 	}
-	return e
+	id := errorID()
+	level := slog.LevelError
+	if e.Code != errs.Internal {
+		level = slog.LevelWarn // our own words: shutting down, cancelled
+	}
+	s.log.Log(r.Context(), level, "request failed", "error_id", id, "method", r.Method, "route", r.Pattern,
+		"code", e.Code, "err", e.Message, "detail", e.Detail)
+	return &errs.Error{Code: e.Code, Message: e.Message + " (error id " + id + ")", Reason: e.Reason, ID: id}
+}
+
+// failure logs a failure that has no words for the client under a new
+// error id, and returns what the client gets instead.
+func (s *Server) failure(r *http.Request, what, detail string, attrs ...any) *errs.Error {
+	id := errorID()
+	s.log.Error(what, append([]any{"error_id", id, "method", r.Method, "route", r.Pattern, "err", detail}, attrs...)...)
+	return &errs.Error{Code: errs.Internal, ID: id,
+		Message: "the server failed to handle the request (error id " + id + "); retry, and if it persists give this id to the server's operator, whose log has the details"}
+}
+
+// errorID is a short random id that ties an answer to its log line.
+func errorID() string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // recovered handles a panic of a handler: it logs it with its stack and
@@ -53,12 +83,11 @@ func (s *Server) recovered(w *responseWriter, r *http.Request, v any) (abort boo
 	if v == http.ErrAbortHandler {
 		return true
 	}
-	s.log.Error("handler panicked", "method", r.Method, "route", r.Pattern, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	e := s.failure(r, "handler panicked", fmt.Sprint(v), "stack", string(debug.Stack()))
 	if w.status != 0 {
 		return true
 	}
-	s.writeErrorStatus(w, http.StatusInternalServerError,
-		errs.New(errs.Internal, "the server hit a bug handling this request; it was logged, and the server keeps running"))
+	s.writeErrorStatus(w, http.StatusInternalServerError, e)
 	return false
 }
 

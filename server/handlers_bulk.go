@@ -1,11 +1,10 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"sync"
 
 	"github.com/handoff-run/handoff/engine"
@@ -61,13 +60,13 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request, a engine.Actor) er
 		// The first document goes alone: an unknown app or a missing
 		// credential fails it the same way it would fail every other one,
 		// and deserves one error, not a thousand.
-		results[0] = s.bulkPut(r.Context(), a, ref, db, req.Docs[0], o)
+		results[0] = s.bulkPut(r, a, ref, db, req.Docs[0], o)
 		if e := results[0].Error; e != nil && (e.Code == errs.NotFound || e.Code == errs.Unauthorized) {
 			return e
 		}
 	}
 	s.bulkRun(len(req.Docs)-1, func(i int) {
-		results[i+1] = s.bulkPut(r.Context(), a, ref, db, req.Docs[i+1], o)
+		results[i+1] = s.bulkPut(r, a, ref, db, req.Docs[i+1], o)
 	})
 	writeJSON(w, http.StatusOK, struct {
 		Results []bulkResult `json:"results"`
@@ -93,26 +92,21 @@ func (s *Server) bulkRun(n int, f func(i int)) {
 	wg.Wait()
 }
 
-// bulkPut puts one document and reports its outcome. It recovers a panic
-// itself: it runs on its own goroutine, beyond the reach of the server's
+// bulkPut puts one document and reports its outcome; a server failure
+// is reported as any request's is (asError). It recovers a panic itself:
+// it runs on its own goroutine, beyond the reach of the server's
 // recovery, and one bad document must not crash the process.
-func (s *Server) bulkPut(ctx context.Context, a engine.Actor, ref, db string, doc json.RawMessage, o engine.PutOptions) (res bulkResult) {
+func (s *Server) bulkPut(r *http.Request, a engine.Actor, ref, db string, doc json.RawMessage, o engine.PutOptions) (res bulkResult) {
 	defer func() {
 		if v := recover(); v != nil {
-			s.log.Error("bulk put panicked", "app", ref, "db", db, "panic", fmt.Sprint(v))
-			res = bulkResult{ID: bodyID(doc), Error: errs.New(errs.Internal, "the server hit a bug writing this document; it was logged")}
+			res = bulkResult{ID: bodyID(doc), Error: s.failure(r, "bulk put panicked", fmt.Sprint(v), "app", ref, "db", db, "stack", string(debug.Stack()))}
 			s.metrics.write(false, res.Error)
 		}
 	}()
-	wr, err := s.e.Put(ctx, a, ref, db, "", doc, o)
+	wr, err := s.e.Put(r.Context(), a, ref, db, "", doc, o)
 	s.metrics.write(wr.Existing, err)
 	if err != nil {
-		var e *errs.Error
-		if !errors.As(err, &e) {
-			e = errs.New(errs.Internal, "the server failed to write this document; check the server log")
-			s.log.Error("bulk put failed with an uncoded error", "app", ref, "db", db, "err", err)
-		}
-		return bulkResult{ID: bodyID(doc), Error: e}
+		return bulkResult{ID: bodyID(doc), Error: s.asError(r, err)}
 	}
 	return bulkResult{OK: true, ID: wr.ID, Rev: wr.Rev, Seq: wr.Seq, Existing: wr.Existing}
 }

@@ -41,9 +41,18 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, what string) 
 		return nil, tooLarge()
 	}
 	if err != nil {
-		return nil, errs.New(errs.Invalid, "could not read the request body: %v; send it again", err)
+		return nil, bodyError(err)
 	}
 	return b, nil
+}
+
+// bodyError is the answer to a body that could not be read in full.
+func bodyError(err error) error {
+	var te errBodyTimeout
+	if errors.As(err, &te) {
+		return errs.New(errs.Invalid, "the request body did not arrive within %v of the start of the request; send it faster or in smaller parts (requests with a bearer token may take longer)", te.limit)
+	}
+	return errs.New(errs.Invalid, "could not read the request body: %v; send it again", err)
 }
 
 // decodeBody decodes a JSON request body into v. Unknown fields are

@@ -68,6 +68,9 @@ type apiHandler func(w http.ResponseWriter, r *http.Request, a engine.Actor) err
 func (s *Server) api(pattern string, h apiHandler) {
 	s.handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, err := s.actor(r)
+		if err == nil && a.User != "" {
+			s.authenticated(r)
+		}
 		if err == nil {
 			err = checkQuery(r)
 		}

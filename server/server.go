@@ -5,6 +5,7 @@
 package server
 
 import (
+	"cmp"
 	"log/slog"
 	"net/http"
 	"time"
@@ -25,7 +26,23 @@ type Options struct {
 	// Heartbeat is how often an idle live feed sends a heartbeat comment.
 	// Zero means 15 seconds.
 	Heartbeat time.Duration
+	// BodyTimeout bounds how long a request body may take to arrive, from
+	// the start of the request, unless the request has a valid bearer
+	// token: a client that trickles a body holds a connection and a
+	// goroutine. A device-signed body counts here too, as its signature
+	// can only be checked once it is in. Zero means 30 seconds.
+	BodyTimeout time.Duration
+	// AuthBodyTimeout is BodyTimeout for requests with a valid bearer
+	// token: generous, for bulk imports over slow links. Zero means 10
+	// minutes.
+	AuthBodyTimeout time.Duration
 }
+
+// Default body deadlines (Options).
+const (
+	defaultBodyTimeout     = 30 * time.Second
+	defaultAuthBodyTimeout = 10 * time.Minute
+)
 
 // Server serves the v1 HTTP API of one engine. It is an http.Handler.
 type Server struct {
@@ -36,6 +53,8 @@ type Server struct {
 	mux     *http.ServeMux
 	// heartbeat is the idle interval of live feeds.
 	heartbeat time.Duration
+	// bodyTimeout and authBodyTimeout bound request bodies (Options).
+	bodyTimeout, authBodyTimeout time.Duration
 	// authFails limits failed credentials per client address (ratelimit.go).
 	authFails failLimiter
 
@@ -69,6 +88,8 @@ func New(e *engine.Engine, o Options) *Server {
 		methods:  map[string][]string{},
 	}
 	s.heartbeat = o.Heartbeat
+	s.bodyTimeout = cmp.Or(o.BodyTimeout, defaultBodyTimeout)
+	s.authBodyTimeout = cmp.Or(o.AuthBodyTimeout, defaultAuthBodyTimeout)
 	s.routes()
 	return s
 }
@@ -95,6 +116,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	rw.Header().Set("X-Content-Type-Options", "nosniff")
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = newTimedBody(r.Body, http.NewResponseController(rw), start, s.bodyTimeout)
+	}
 	s.mux.ServeHTTP(rw, r)
 }
 

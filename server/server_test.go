@@ -51,6 +51,12 @@ func (s *syncBuffer) String() string {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, Options{})
+}
+
+// newEnvWith is newEnv with a server made with o (its Logger is set).
+func newEnvWith(t *testing.T, o Options) *env {
+	t.Helper()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +67,8 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	srv := New(e, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	srv := New(e, o)
 	v := &env{t: t, e: e, srv: srv, tokens: map[string]string{"admin": adminToken}, logs: logs}
 	v.ts = httptest.NewServer(srv)
 	t.Cleanup(v.ts.Close)

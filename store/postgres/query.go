@@ -1,12 +1,14 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -160,9 +162,74 @@ func (s *Store) Transitions(ctx context.Context, appID int64, db, field string) 
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, func(row pgx.CollectableRow) (store.Transition, error) {
+	ts, err := collect(rows, func(row pgx.CollectableRow) (store.Transition, error) {
 		var t store.Transition
 		err := row.Scan(&t.From, &t.To, &t.Count)
 		return t, err
 	})
+	if strings.HasPrefix(pgCode(err), "22") {
+		// PostgreSQL's json operators refuse a body with \u0000 or half a
+		// surrogate pair anywhere in it, which documents written before
+		// such values were refused may hold: count those in Go.
+		return s.transitionsInGo(ctx, appID, db, field)
+	}
+	return ts, err
+}
+
+// transitionsInGo is Transitions read revision by revision: the same
+// answer, in the same order, for any JSON text.
+func (s *Store) transitionsInGo(ctx context.Context, appID int64, db, field string) ([]store.Transition, error) {
+	rows, err := s.pool.Query(ctx, `SELECT o.seq IS NOT NULL, o.body, r.body
+		FROM revisions r LEFT JOIN revisions o ON o.app_id = r.app_id AND o.seq = r.prev_seq AND r.prev_seq > 0 AND NOT o.deleted
+		WHERE r.app_id = $1 AND r.db = $2 AND NOT r.deleted`, appID, db)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	path := strings.Split(field, ".")
+	counts := map[[2]string]int64{}
+	for rows.Next() {
+		var hasOld bool
+		var old, cur *string
+		if err := rows.Scan(&hasOld, &old, &cur); err != nil {
+			return nil, err
+		}
+		var k [2]string
+		if hasOld {
+			k[0] = jsonField(old, path)
+		}
+		k[1] = jsonField(cur, path)
+		counts[k]++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	ts := make([]store.Transition, 0, len(counts))
+	for k, n := range counts {
+		ts = append(ts, store.Transition{From: k[0], To: k[1], Count: n})
+	}
+	slices.SortFunc(ts, func(a, b store.Transition) int {
+		if c := cmp.Compare(b.Count, a.Count); c != 0 {
+			return c
+		}
+		return cmp.Or(strings.Compare(a.From, b.From), strings.Compare(a.To, b.To))
+	})
+	return ts, nil
+}
+
+// jsonField is (body::json -> path...)::text, or "null" where the path
+// ends: the member's JSON text as written, the last of a repeated key.
+func jsonField(body *string, path []string) string {
+	if body == nil {
+		return "null"
+	}
+	v := json.RawMessage(*body)
+	for _, name := range path {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(v, &m) != nil || m[name] == nil {
+			return "null"
+		}
+		v = m[name]
+	}
+	return string(v)
 }

@@ -79,3 +79,7 @@ func pgText(s string) string {
 	}
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
+
+// Text is free text as this store keeps it: NUL and invalid UTF-8, which
+// a text column cannot hold, become U+FFFD.
+func Text(s string) string { return pgText(s) }
