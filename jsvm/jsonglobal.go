@@ -3,6 +3,7 @@ package jsvm
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -32,6 +33,8 @@ type jsonBuiltins struct {
 	rangeError  goja.Value
 	syntaxError goja.Value
 	isArray     goja.Callable
+	objectKeys  goja.Callable
+	reflectGet  goja.Callable
 }
 
 func installJSON(vm *VM) error {
@@ -40,7 +43,16 @@ func installJSON(vm *VM) error {
 	if !ok {
 		return fmt.Errorf("jsvm: this goja has no Array.isArray")
 	}
-	vm.builtins = jsonBuiltins{rangeError: rt.Get("RangeError"), syntaxError: rt.Get("SyntaxError"), isArray: isArray}
+	objectKeys, ok := goja.AssertFunction(rt.Get("Object").ToObject(rt).Get("keys"))
+	if !ok {
+		return fmt.Errorf("jsvm: this goja has no Object.keys")
+	}
+	reflectGet, ok := goja.AssertFunction(rt.Get("Reflect").ToObject(rt).Get("get"))
+	if !ok {
+		return fmt.Errorf("jsvm: this goja has no Reflect.get")
+	}
+	vm.builtins = jsonBuiltins{rangeError: rt.Get("RangeError"), syntaxError: rt.Get("SyntaxError"),
+		isArray: isArray, objectKeys: objectKeys, reflectGet: reflectGet}
 
 	json := rt.Get("JSON").ToObject(rt)
 	parse := rt.ToValue(vm.jsParse).(*goja.Object)
@@ -276,9 +288,24 @@ func gapOf(space goja.Value) string {
 // property is the spec's SerializeJSONProperty: it appends holder[key]
 // and reports false for a value with no JSON form (undefined).
 func (s *stringifier) property(holder *goja.Object, key string, depth int) bool {
+	return s.propertyOf(holder, key, nil, depth)
+}
+
+// propertyOf is property for a key given as a JS string when keyVal is not
+// nil: a key holding a lone surrogate has no Go string that reaches it.
+func (s *stringifier) propertyOf(holder *goja.Object, key string, keyVal goja.Value, depth int) bool {
 	s.step(depth)
 	vm := s.vm
-	v := holder.Get(key)
+	var v goja.Value
+	if keyVal == nil {
+		v = holder.Get(key)
+		keyVal = vm.ToValue(key)
+	} else {
+		var err error
+		if v, err = vm.builtins.reflectGet(goja.Undefined(), holder, keyVal); err != nil {
+			panic(err)
+		}
+	}
 	if v == nil {
 		v = goja.Undefined()
 	}
@@ -288,13 +315,13 @@ func (s *stringifier) property(holder *goja.Object, key string, depth int) bool 
 			o = v.ToObject(vm.Runtime)
 		}
 		if toJSON, ok := goja.AssertFunction(o.Get("toJSON")); ok {
-			if v, err = toJSON(v, vm.ToValue(key)); err != nil {
+			if v, err = toJSON(v, keyVal); err != nil {
 				panic(err)
 			}
 		}
 	}
 	if s.replacer != nil {
-		if v, err = s.replacer(holder, vm.ToValue(key), v); err != nil {
+		if v, err = s.replacer(holder, keyVal, v); err != nil {
 			panic(err)
 		}
 	}
@@ -399,11 +426,15 @@ func (s *stringifier) array(o *goja.Object, depth int) {
 }
 
 func (s *stringifier) object(o *goja.Object, depth int) {
-	stepback, sep := s.open('{')
 	keys := s.props
 	if keys == nil {
 		keys = o.Keys()
+		if slices.ContainsFunc(keys, func(k string) bool { return strings.Contains(k, "\uFFFD") }) {
+			s.objectByJSKeys(o, depth)
+			return
+		}
 	}
+	stepback, sep := s.open('{')
 	empty := true
 	for _, k := range keys {
 		mark := len(s.buf)
@@ -418,6 +449,38 @@ func (s *stringifier) object(o *goja.Object, depth int) {
 			s.buf = append(s.buf, ' ')
 		}
 		if s.property(o, k, depth) {
+			empty = false
+		} else {
+			s.buf = s.buf[:mark]
+		}
+	}
+	s.close('}', stepback, empty)
+}
+
+// objectByJSKeys is object for an object with a key that may hold a lone
+// surrogate: keys are read and written as JS strings, which is slower.
+func (s *stringifier) objectByJSKeys(o *goja.Object, depth int) {
+	stepback, sep := s.open('{')
+	keys, err := s.vm.builtins.objectKeys(goja.Undefined(), o)
+	if err != nil {
+		panic(err)
+	}
+	list := keys.(*goja.Object)
+	empty := true
+	for i := range toLength(list.Get("length")) {
+		k := list.Get(strconv.FormatInt(i, 10))
+		mark := len(s.buf)
+		if empty {
+			s.newline()
+		} else {
+			s.buf = append(s.buf, sep...)
+		}
+		s.quote(k)
+		s.buf = append(s.buf, ':')
+		if s.gap != "" {
+			s.buf = append(s.buf, ' ')
+		}
+		if s.propertyOf(o, "", k, depth) {
 			empty = false
 		} else {
 			s.buf = s.buf[:mark]

@@ -17,6 +17,7 @@ var jsonCases = []string{
 	`JSON.stringify({2: "b", 1: "a", z: 1, y: 2, "10": 3})`,
 	`JSON.stringify("quote \" backslash \\ \n \t \r \b \f \u0001 \u001f é 😀")`,
 	`JSON.stringify("lone \ud800 and \udc00 and pair \ud83d\ude00")`,
+	`JSON.stringify({["k\udc00"]: 1, ok: {["\ud800"]: [2]}, "\ufffd": 3})`,
 	`JSON.stringify({a: [1, {b: 2}], c: "x"}, null, 2)`,
 	`JSON.stringify({a: [1, {b: 2}], c: [], d: {}}, null, "--")`,
 	`JSON.stringify({a: 1}, null, "0123456789abc")`,
