@@ -150,7 +150,7 @@ func stackError(file, export string, frames int) *LimitError {
 
 func heapError(file, export string, limit int64) *LimitError {
 	return &LimitError{Kind: ErrHeapLimit, File: file, Export: export, msg: fmt.Sprintf(
-		"%s: %s used more than %s of memory; build smaller strings and arrays (or process data in pieces) or raise the app's limit",
+		"%s: %s used more than %s of memory; build smaller strings and arrays, or process the data in pieces",
 		file, what(export), mib(limit))}
 }
 
