@@ -40,6 +40,12 @@ const (
 	heapIdleTicks = 50                     // park after this many ticks with no call running
 	heapGCGap     = 100 * time.Millisecond // at most one forced GC per gap
 	heapMetric    = "/memory/classes/heap/objects:bytes"
+	// stackMetric counts too: goja recurses on the Go stack for some
+	// work that JS frames do not bound (a property looked up along a long
+	// prototype chain, from a getter that looks it up again), and a
+	// goroutine stack that outgrows its maximum is a fatal error. Charged
+	// like heap growth, a call whose stack runs away is stopped first.
+	stackMetric = "/memory/classes/heap/stacks:bytes"
 
 	// heapHardFactor: growth beyond this many limits stops a call
 	// without waiting for a GC to confirm it. Garbage alone rarely
@@ -134,7 +140,9 @@ func (w *heapWatch) kick() {
 	}
 }
 
-func heapSample() []metrics.Sample { return []metrics.Sample{{Name: heapMetric}} }
+func heapSample() []metrics.Sample {
+	return []metrics.Sample{{Name: heapMetric}, {Name: stackMetric}}
+}
 
 func (w *heapWatch) loop() {
 	s := heapSample()
@@ -173,12 +181,16 @@ func (w *heapWatch) anyActive() bool {
 	return false
 }
 
+// readHeap is the memory that calls can grow: heap objects and stacks.
 func readHeap(s []metrics.Sample) uint64 {
 	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
+	var n uint64
+	for _, x := range s {
+		if x.Value.Kind() == metrics.KindUint64 {
+			n += x.Value.Uint64()
+		}
 	}
-	return s[0].Value.Uint64()
+	return n
 }
 
 // check takes one sample and stops runaways. It reports whether any call
@@ -252,6 +264,11 @@ func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 		case !r.fresh:
 			r.st.charged += growth / uint64(veterans)
 		}
+		// Growth that a collection has since given back was garbage: a
+		// call is never charged more than the heap grew while it ran, or
+		// a long call that makes garbage as it goes would be charged every
+		// rise and never a fall.
+		r.st.charged = min(r.st.charged, heap-min(heap, r.st.base))
 	}
 
 	// The call charged the most, and each pool whose calls together are
@@ -366,7 +383,8 @@ func (w *heapWatch) forgive() {
 // heap past the ceiling. It runs on the allocating call's own goroutine, so
 // a call that allocates in big pieces is stopped before the watchdog's next
 // tick, and it is that call which waits for the collection that tells its
-// garbage from the heap's real size.
+// garbage from the heap's real size; at most one such collection runs per
+// heapGCGap, so a script cannot make the process collect without pause.
 func overCeiling(size float64) bool {
 	ceiling := heapCeiling.Load()
 	if ceiling <= 0 {
@@ -376,6 +394,12 @@ func overCeiling(size float64) bool {
 	if float64(readHeap(s))+size <= float64(ceiling) {
 		return false
 	}
-	runtime.GC()
+	now := time.Now().UnixNano()
+	if last := lastCeilingGC.Load(); now-last >= int64(heapGCGap) && lastCeilingGC.CompareAndSwap(last, now) {
+		runtime.GC()
+	}
 	return float64(readHeap(s))+size > float64(ceiling)
 }
+
+// lastCeilingGC is when overCeiling last collected, in Unix nanoseconds.
+var lastCeilingGC atomic.Int64

@@ -114,3 +114,35 @@ func TestHeapCeilingStopsWhateverRuns(t *testing.T) {
 	}
 	assertPoolServes(t, a)
 }
+
+// TestLongCallMakingGarbageRunsOn: a call that computes for seconds and
+// makes garbage as it goes never holds more than a little at once; it used
+// to be charged every rise of the heap and none of the falls, and was
+// stopped after a second or two.
+func TestLongCallMakingGarbageRunsOn(t *testing.T) {
+	p := newTestPool(t, "backend.js", `export function churn() {
+  const end = Date.now() + 2500; let n = 0
+  while (Date.now() < end) { const a = new Array(1000).fill(n); n += a.length }
+  return n > 0
+}`, Options{Size: 1})
+	if got := mustJSON(t, p, "churn"); got != "true" {
+		t.Fatalf("churn: %s", got)
+	}
+}
+
+// TestRunawayStackIsStopped: each lookup along a long prototype chain is a
+// Go frame per link, so a getter that looks the property up again grows the
+// Go stack by the chain's length per JS frame: 30,000 links and the JS
+// stack limit of 1000 frames would overflow it, a fatal error. The stack's
+// growth is charged like the heap's.
+func TestRunawayStackIsStopped(t *testing.T) {
+	p := newTestPool(t, "access.js", `export function lookup() {
+  const base = { get x() { return top.x } }
+  let top = base
+  for (let i = 0; i < 30000; i++) top = Object.create(top)
+  return top.x
+}`, Options{Size: 1, Deadline: 30 * time.Second})
+	if err := callWithin(p, "lookup", 30*time.Second); !errors.Is(err, ErrHeapLimit) {
+		t.Fatalf("got %v, want the memory limit", err)
+	}
+}
