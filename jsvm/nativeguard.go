@@ -34,8 +34,12 @@ func init() {
 }
 
 // regexMethods are the RegExp.prototype methods that run a match. The
-// String.prototype methods reach them through the Symbol methods.
-var regexMethods = []string{"exec", "test"}
+// String.prototype methods reach them through the Symbol methods. exec is
+// left as it is: goja runs every regex on its fast paths only while
+// RegExp.prototype.exec is the original, and without them split, replace
+// and match are many times slower. A direct exec call is still bounded by
+// regexp2's timeout, but a match that timed out reads as no match.
+var regexMethods = []string{"test"}
 
 var regexSymbols = []*goja.Symbol{goja.SymMatch, goja.SymMatchAll, goja.SymReplace, goja.SymSearch, goja.SymSplit}
 
@@ -77,6 +81,7 @@ func (vm *VM) guardRegex(proto *goja.Object, name string, sym *goja.Symbol) erro
 		return nil
 	}
 	wrapped := vm.ToValue(func(c goja.FunctionCall) goja.Value {
+		vm.checkStop() // a call already stopped starts no more matches
 		var inJS time.Duration
 		args := c.Arguments
 		if sym == goja.SymReplace && len(args) > 1 {

@@ -10,7 +10,8 @@ import (
 const nativeModule = `
 export function backtrack() { return /^(a+)+\1$/.test("a".repeat(32) + "b") }
 export function backtrackReplace() { return ("a".repeat(32) + "b").replace(/^(a+)+\1$/, "x") }
-export function backtrackCaught() { try { return /^(a+)+\1$/.exec("a".repeat(32) + "b") } catch (e) { return "caught " + e.name } }
+export function backtrackCaught() { try { return "a".repeat(32).concat("b").match(/^(a+)+\1$/) } catch (e) { return "caught " + e.name } }
+export function fastPaths() { return "a".repeat(1e5).split(/,/).length + "a,".repeat(1e4).replace(/a/g, "b").length }
 export function slowReplacer() {
   return "aaaaaaaa".replace(/(?=a)a/g, () => { const end = Date.now() + 80; while (Date.now() < end) {} return "b" })
 }
@@ -36,6 +37,11 @@ func TestRegexOperationLimit(t *testing.T) {
 		t.Errorf("slowReplacer: %s", got)
 	}
 	want := `[true,"x#y2",["a",",b"],1,["1","2"],"exec",1]`
+	// The guards leave goja's fast paths on: there, these take
+	// milliseconds; on the slow paths, tens of seconds.
+	if err := callWithin(p, "fastPaths", 2*time.Second); err != nil {
+		t.Errorf("fastPaths: %v", err)
+	}
 	if got := mustJSON(t, p, "regexes"); got != want {
 		t.Errorf("regexes: got %s want %s", got, want)
 	}
