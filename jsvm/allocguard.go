@@ -3,6 +3,8 @@ package jsvm
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/dop251/goja"
 )
@@ -70,6 +72,15 @@ func installAllocGuards(vm *VM) error {
 	arrProto := array.Get("prototype").ToObject(rt)
 	for _, name := range lengthMethods {
 		size := func(c goja.FunctionCall) float64 { return g.length(c.This) * slotBytes }
+		switch name {
+		case "join":
+			// Every element but the last is followed by the separator.
+			size = func(c goja.FunctionCall) float64 {
+				return g.length(c.This) * (slotBytes + 2*g.strLen(c.Argument(0)))
+			}
+		case "flat", "flatMap":
+			size = func(c goja.FunctionCall) float64 { return g.flatLength(c.This) * slotBytes }
+		}
 		if name == "concat" {
 			size = func(c goja.FunctionCall) float64 {
 				n := g.length(c.This)
@@ -86,6 +97,9 @@ func installAllocGuards(vm *VM) error {
 	if err := g.wrap(array, "from", func(c goja.FunctionCall) float64 {
 		return g.length(c.Argument(0)) * slotBytes
 	}); err != nil {
+		return err
+	}
+	if err := g.installMore(rt, strProto, arrProto); err != nil {
 		return err
 	}
 
@@ -232,4 +246,99 @@ func (g *allocGuard) strLen(v goja.Value) float64 {
 		return float64(s.Length())
 	}
 	return float64(len(v.String()))
+}
+
+// installMore guards the builtins that turn an array-like or a string into
+// as many values or characters as it claims to hold, in one native step.
+func (g *allocGuard) installMore(rt *goja.Runtime, strProto, arrProto *goja.Object) error {
+	argsOf := func(i int) func(goja.FunctionCall) float64 {
+		return func(c goja.FunctionCall) float64 { return g.length(c.Argument(i)) * slotBytes }
+	}
+	fnProto := rt.Get("Function").ToObject(rt).Get("prototype").ToObject(rt)
+	reflect := rt.Get("Reflect").ToObject(rt)
+	object := rt.Get("Object").ToObject(rt)
+	// A property made from each character or element costs far more than
+	// the slot: name, value and the map entry.
+	const propBytes = 64
+	guards := []struct {
+		obj  *goja.Object
+		name string
+		size func(goja.FunctionCall) float64
+	}{
+		{fnProto, "apply", argsOf(1)},
+		{reflect, "apply", argsOf(2)},
+		{reflect, "construct", argsOf(1)},
+		{strProto, "concat", func(c goja.FunctionCall) float64 {
+			n := g.strLen(c.This)
+			for _, a := range c.Arguments {
+				n += g.strLen(a)
+			}
+			return 2 * n
+		}},
+		{strProto, "replaceAll", func(c goja.FunctionCall) float64 { return g.replaced(c, true) }},
+		{strProto, "replace", func(c goja.FunctionCall) float64 { return g.replaced(c, false) }},
+		{object, "assign", func(c goja.FunctionCall) float64 {
+			var n float64
+			for _, a := range c.Arguments[min(1, len(c.Arguments)):] {
+				n += g.elements(a)
+			}
+			return n * propBytes
+		}},
+		{object, "keys", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
+		{object, "values", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
+		{object, "entries", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
+	}
+	for _, x := range guards {
+		if err := g.wrap(x.obj, x.name, x.size); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// elements is how many indexed properties v has: its length if it is a
+// string or an array-like object.
+func (g *allocGuard) elements(v goja.Value) float64 {
+	if goja.IsString(v) {
+		return g.strLen(v)
+	}
+	return g.length(v)
+}
+
+// flatLength is how many elements flat() makes of one level of arr: the
+// elements of its array elements, and 1 for any other. Past maxFlatScan
+// elements it stops looking and assumes the array has no array elements
+// past those it saw, which the watchdog covers.
+func (g *allocGuard) flatLength(arr goja.Value) float64 {
+	const maxFlatScan = 1 << 16
+	obj, ok := arr.(*goja.Object)
+	if !ok {
+		return 0
+	}
+	n := g.length(obj)
+	total := n
+	for i := 0; i < int(min(n, maxFlatScan)); i++ {
+		if el, ok := obj.Get(strconv.Itoa(i)).(*goja.Object); ok && el.ClassName() == "Array" {
+			total += g.length(el)
+		}
+	}
+	return total
+}
+
+// replaced bounds the length of a string replace's result when the pattern
+// is a string: each occurrence (every one for replaceAll) becomes the
+// replacement, whose $& can repeat the pattern. A regex pattern is left to
+// the watchdog.
+func (g *allocGuard) replaced(c goja.FunctionCall, all bool) float64 {
+	pat := c.Argument(0)
+	if !goja.IsString(pat) || !goja.IsString(c.Argument(1)) || !goja.IsString(c.This) {
+		return 0
+	}
+	s, p, r := c.This.String(), pat.String(), c.Argument(1).String()
+	n := strings.Count(s, p)
+	if !all {
+		n = min(n, 1)
+	}
+	grow := float64(len(r)) * float64(max(len(p), 1))
+	return 2 * (float64(len(s)) + float64(n)*grow)
 }

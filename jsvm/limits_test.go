@@ -27,6 +27,15 @@ export function hugeFrom() { return Array.from({ length: 2 ** 30 }) }
 export function hugeBuffer() { return new Uint8Array(2 ** 31) }
 export function hugeConcat() { const a = []; a.length = 2 ** 31; return a.concat(a) }
 export function stringDoubling() { let s = "x".repeat(1 << 20); while (true) s = s + s }
+export function hugeApply() { return Math.max.apply(null, { length: 2 ** 31 }) }
+export function hugeReflectApply() { return Reflect.apply(Math.max, null, { length: 3e8 }) }
+export function hugeFromCharCode() { return String.fromCharCode.apply(null, { length: 3e8 }) }
+export function hugeAssign() { return Object.assign({}, "x".repeat(4e7)) }
+export function hugeKeys() { return Object.keys("a".repeat(5e7)).length }
+export function hugeJoinSeparator() { return new Array(1e6).join("x".repeat(1e4)) }
+export function hugeFlat() { return Array(1000).fill(new Array(1e6).fill(0)).flat() }
+export function hugeReplaceAll() { return "a".repeat(1e6).replaceAll("a", "b".repeat(1e4)) }
+export function hugeStringConcat() { const s = "x".repeat(2 ** 24); return s.concat(s, s, s, s, s, s, s) }
 export function smallAllocations() {
   return {
     rep: "ab".repeat(3), pad: "5".padStart(3, "0"), sorted: [3, 1, 2].sort(),
@@ -34,6 +43,9 @@ export function smallAllocations() {
     typed: new Uint8Array(4) instanceof Uint8Array, typedFrom: Array.from(Uint8Array.from([1, 2])),
     buf: new ArrayBuffer(8).byteLength, joined: [1, 2].join("-"), str: String([1, [2, 3]]),
     rangeError: (() => { try { "x".repeat(-1) } catch (e) { return e instanceof RangeError } })(),
+    applied: Math.max.apply(null, [1, 3, 2]) + Reflect.apply(Math.min, null, [4, 5]), built: Reflect.construct(Date, [0]).getTime(),
+    assigned: Object.assign({}, "ab", { c: 1 }), listed: [Object.keys("xy"), Object.values([7]), Object.entries({ k: 1 })],
+    flattened: [[1, [2]], 3].flat(), replaced: "a-a".replaceAll("a", "$&b") + "x".replace("x", "y"), strings: "a".concat("b", 1),
     name: String.prototype.repeat.name + "/" + Array.prototype.map.length,
     enumerable: Object.keys(Array.prototype).length,
   }
@@ -134,6 +146,8 @@ func TestHeapGuard(t *testing.T) {
 	p := newTestPool(t, "access.js", runawayModule, Options{Size: 2, Deadline: 20 * time.Second, HeapLimit: 64 << 20})
 	for _, export := range []string{
 		"hog", "hugeString", "hugePad", "hugeSparse", "hugeJoin", "hugeFrom", "hugeBuffer", "hugeConcat", "stringDoubling",
+		"hugeApply", "hugeReflectApply", "hugeFromCharCode", "hugeAssign", "hugeKeys", "hugeJoinSeparator", "hugeFlat",
+		"hugeReplaceAll", "hugeStringConcat",
 	} {
 		t.Run(export, func(t *testing.T) {
 			start := time.Now()
@@ -154,7 +168,8 @@ func TestAllocationGuardsKeepBuiltinsWorking(t *testing.T) {
 	p := newTestPool(t, "access.js", runawayModule, Options{})
 	got := mustJSON(t, p, "smallAllocations")
 	want := `{"rep":"ababab","pad":"005","sorted":[1,2,3],"mapped":[2,4],"from":[0,1,2],"typed":true,"typedFrom":[1,2],` +
-		`"buf":8,"joined":"1-2","str":"1,2,3","rangeError":true,"name":"repeat/1","enumerable":0}`
+		`"buf":8,"joined":"1-2","str":"1,2,3","rangeError":true,"applied":7,"built":0,"assigned":{"0":"a","1":"b","c":1},` +
+		`"listed":[["0","1"],[7],[["k",1]]],"flattened":[1,[2],3],"replaced":"ab-aby","strings":"ab1","name":"repeat/1","enumerable":0}`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
