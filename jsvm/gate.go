@@ -2,6 +2,7 @@ package jsvm
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 )
 
@@ -20,6 +21,8 @@ type Gate struct {
 	free    int
 	held    map[string]int
 	waiters []*waiter // in arrival order
+	grants  uint64            // slots handed out so far
+	last    map[string]uint64 // grants when each waiting group last got one
 }
 
 type waiter struct {
@@ -30,7 +33,7 @@ type waiter struct {
 // NewGate returns a gate of n slots (at least 1).
 func NewGate(n int) *Gate {
 	n = max(n, 1)
-	return &Gate{slots: n, free: n, held: map[string]int{}}
+	return &Gate{slots: n, free: n, held: map[string]int{}, last: map[string]uint64{}}
 }
 
 // defaultGate is the process's gate: one slot per core.
@@ -50,6 +53,8 @@ func (g *Gate) acquire(group string, cancel <-chan struct{}, stopped func() bool
 	if g.free > 0 && len(g.waiters) == 0 && g.held[group] < g.cap() {
 		g.free--
 		g.held[group]++
+		g.grants++
+		g.last[group] = g.grants
 		g.mu.Unlock()
 		return true
 	}
@@ -94,8 +99,10 @@ func (g *Gate) releaseLocked(group string) {
 	g.dispatch()
 }
 
-// dispatch hands free slots to the waiters of the groups holding fewest,
-// first come first served among equals.
+// dispatch hands free slots to the waiters of the groups holding fewest;
+// among those, to the group served longest ago, so a group with many calls
+// queued cannot take turn after turn from one that has a single call
+// waiting; within a group, first come first served.
 func (g *Gate) dispatch() {
 	for g.free > 0 {
 		best := -1
@@ -104,7 +111,12 @@ func (g *Gate) dispatch() {
 			if h >= g.cap() {
 				continue
 			}
-			if best < 0 || h < g.held[g.waiters[best].group] {
+			if best < 0 {
+				best = i
+				continue
+			}
+			b := g.waiters[best].group
+			if hb := g.held[b]; h < hb || h == hb && g.last[w.group] < g.last[b] {
 				best = i
 			}
 		}
@@ -115,7 +127,18 @@ func (g *Gate) dispatch() {
 		g.waiters = append(g.waiters[:best], g.waiters[best+1:]...)
 		g.free--
 		g.held[w.group]++
+		g.grants++
+		g.last[w.group] = g.grants
 		close(w.granted)
+	}
+	// Forget the turns of groups with no call waiting, so the map does
+	// not grow with every app that ever ran.
+	if len(g.last) > 2*len(g.waiters)+16 {
+		for k := range g.last {
+			if !slices.ContainsFunc(g.waiters, func(w *waiter) bool { return w.group == k }) {
+				delete(g.last, k)
+			}
+		}
 	}
 }
 

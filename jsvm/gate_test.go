@@ -3,6 +3,7 @@ package jsvm
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -156,5 +157,40 @@ func TestGateHandsSlotsToTheGroupHoldingFewest(t *testing.T) {
 	g.release("b")
 	if !g.acquire("c", never, no) {
 		t.Fatal("c after b released")
+	}
+}
+
+// TestGateTakesGroupsInTurn: a group with many calls queued does not take
+// every freed slot from a group with one call waiting.
+func TestGateTakesGroupsInTurn(t *testing.T) {
+	g := NewGate(2) // a group may hold 1
+	never := make(chan struct{})
+	no := func() bool { return false }
+	g.acquire("b", never, no) // b keeps one slot throughout
+	g.acquire("a", never, no)
+	got := make(chan string, 4)
+	queued := 0
+	queue := func(group string) {
+		go func() {
+			g.acquire(group, never, no)
+			got <- group
+		}()
+		queued++
+		for { // wait until it is queued; the order of arrival matters here
+			g.mu.Lock()
+			n := len(g.waiters)
+			g.mu.Unlock()
+			if n == queued {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	queue("a")
+	queue("a")
+	queue("c")
+	g.release("a") // a and c now hold none; c has waited since a was served
+	if first := <-got; first != "c" {
+		t.Fatalf("the freed slot went to %s, want c", first)
 	}
 }

@@ -190,7 +190,14 @@ func (p *Pool) put(vm *VM) {
 		p.slots <- nil
 		return
 	}
+	group := vm.group
 	go func() {
+		// Loading runs the module's top level, the app's code: with a
+		// gate, it takes a slot as the group whose call broke the runtime.
+		if gate := p.opts.Gate; gate != nil {
+			gate.acquire(group, nil, nil)
+			defer gate.release(group)
+		}
 		fresh, err := newVM(p.prog, &p.opts)
 		if err != nil || p.closed.Load() {
 			if fresh != nil {
