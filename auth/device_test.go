@@ -50,6 +50,13 @@ func TestSignVerify(t *testing.T) {
 			t.Errorf("%s: verified", name)
 		}
 	}
+	// Before the body: the rest of the token holds; the body is its own check.
+	if err := s.VerifyRequest(k.Public(), "PUT", "/v1/apps/a/b/dbs/d/docs/x?ifRev=1-a", now); err != nil {
+		t.Fatal(err)
+	}
+	if s.VerifyBody([]byte(`{"a":1}`)) != nil || s.VerifyBody([]byte(`{"a":2}`)) == nil {
+		t.Error("VerifyBody does not tell the signed body from another")
+	}
 	var r Replays
 	if !r.Fresh(s.NonceKey(), now) || r.Fresh(s.NonceKey(), now.Add(time.Second)) {
 		t.Fatal("a token was accepted twice")

@@ -60,9 +60,36 @@ func (b *Backend) Fetch(ctx context.Context, req engine.FetchRequest, hc engine.
 	}
 	c.stopTimers()
 	if errors.Is(err, jsvm.ErrDeadline) {
-		return engine.FetchResponse{}, &limitError{err: err, msg: fmt.Sprintf("%s: fetch was stopped at its run limit of %v; answer sooner, and move slow work to onChange (write a document, answer 202)", b.file, engine.FetchRunTimeout)}
+		err = &limitError{err: err, msg: fmt.Sprintf("%s: fetch was stopped at its run limit of %v; answer sooner, and move slow work to onChange (write a document, answer 202)", b.file, engine.FetchRunTimeout)}
 	}
-	return resp, b.runError("fetch", engine.FetchRunTimeout, err)
+	return resp, appFailure(b.runError("fetch", engine.FetchRunTimeout, err))
+}
+
+// appFailure marks the failures of the app's own code as app_error: an
+// exception, a run limit, a response it cannot send. The message names
+// the failure but keeps the exception's own words (which may hold data
+// or secrets) for the Detail, as the caller may be anyone; any other
+// error is the server's and stays as it is.
+func appFailure(err error) error {
+	var je *jsvm.JSError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &je):
+		what := "a value that is not an Error"
+		if je.Name != "" {
+			what = je.Name
+		}
+		at := je.File
+		if je.Line > 0 {
+			at = fmt.Sprintf("%s:%d:%d", je.File, je.Line, je.Column)
+		}
+		return &errs.Error{Code: errs.AppError, Message: at + ": fetch threw " + what, Detail: je.String()}
+	case errors.Is(err, jsvm.ErrDeadline), errors.Is(err, jsvm.ErrStackOverflow),
+		errors.Is(err, jsvm.ErrHeapLimit), errors.Is(err, jsvm.ErrNeverSettles):
+		return &errs.Error{Code: errs.AppError, Message: err.Error(), Detail: err.Error()}
+	}
+	return err
 }
 
 // requestValue builds the handler's Request.
@@ -129,7 +156,7 @@ func (b *Backend) response(vm *jsvm.VM, v goja.Value) (engine.FetchResponse, err
 	if err != nil {
 		var ex *goja.Exception
 		if errors.As(err, &ex) {
-			return engine.FetchResponse{}, errs.New(errs.Invalid, "%s: fetch returned no usable response: %s", b.file, ex.Value())
+			return engine.FetchResponse{}, errs.New(errs.AppError, "%s: fetch returned no usable response: %s", b.file, ex.Value())
 		}
 		return engine.FetchResponse{}, err
 	}
@@ -149,7 +176,7 @@ func (b *Backend) response(vm *jsvm.VM, v goja.Value) (engine.FetchResponse, err
 			return engine.FetchResponse{}, fmt.Errorf("%s: fetch response body is not bytes", b.file)
 		}
 		if len(body) > engine.MaxFetchResponseBytes {
-			return engine.FetchResponse{}, errs.New(errs.TooLarge, "%s: fetch returned a body of %d bytes; the limit is %d", b.file, len(body), engine.MaxFetchResponseBytes)
+			return engine.FetchResponse{}, errs.New(errs.AppError, "%s: fetch returned a body of %d bytes; the limit is %d", b.file, len(body), engine.MaxFetchResponseBytes)
 		}
 		resp.Body = bytes.Clone(body)
 	}

@@ -3,6 +3,7 @@ package backend_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -112,14 +113,18 @@ export async function fetch(request) {
 			t.Errorf("%s: got %d %q %q, want %s %q %q", c.path, resp.Status, ctype, resp.Body, c.status, c.ctype, c.body)
 		}
 	}
-	for path, want := range map[string]string{
-		"/extra":  `"bodyy"`,
-		"/status": "status 99",
-		"/throw":  "boom",
+	// The app's own failures: the message names them, the detail (for
+	// logs only) has the exception's own words.
+	for path, want := range map[string][2]string{
+		"/extra":  {`"bodyy"`, `"bodyy"`},
+		"/status": {"backend.js:11:27: fetch threw RangeError", "status 99"},
+		"/throw":  {"backend.js:12:25: fetch threw Error", "boom"},
 	} {
 		_, err := serve(t, b, hc, "GET", "/apps/alice/jobs/api"+path, nil, "")
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: err = %v, want one mentioning %s", path, err, want)
+		var e *errs.Error
+		if !errors.As(err, &e) || e.Code != errs.AppError || !strings.Contains(e.Message, want[0]) ||
+			!strings.Contains(e.Message+e.Detail, want[1]) || path == "/throw" && strings.Contains(e.Message, "boom") {
+			t.Errorf("%s: err = %#v, want app_error saying %q, detail %q", path, err, want[0], want[1])
 		}
 	}
 }

@@ -113,6 +113,15 @@ func (e *Engine) RevokeDevice(ctx context.Context, a Actor, name string) error {
 // Authorization value after "Device ", target the request's path and
 // query, body its bytes. Each token is accepted once.
 func (e *Engine) AuthenticateDevice(ctx context.Context, cred, method, target string, body []byte) (Actor, error) {
+	return e.AuthenticateDeviceBody(ctx, cred, method, target, func() ([]byte, error) { return body, nil })
+}
+
+// AuthenticateDeviceBody is AuthenticateDevice for a body still to come:
+// it calls body only once the rest of the token has verified, from a
+// known and live device, so the caller may give a signer's body more time
+// than a stranger's (HTTP bodies over slow links). An error of body is
+// returned as it is.
+func (e *Engine) AuthenticateDeviceBody(ctx context.Context, cred, method, target string, body func() ([]byte, error)) (Actor, error) {
 	s, err := auth.ParseSigned(cred)
 	if err != nil {
 		return Actor{}, errs.New(errs.Unauthorized, "%v", err)
@@ -132,7 +141,14 @@ func (e *Engine) AuthenticateDevice(ctx context.Context, cred, method, target st
 		return Actor{}, errs.New(errs.Unauthorized, "device %s of user %s was revoked on %s; add a new device with `handoff device add`", d.Name, d.User, d.Revoked.UTC().Format(time.RFC3339))
 	}
 	now := e.clock.Now()
-	if err := s.Verify(d.PublicKey, method, target, body, now); err != nil {
+	if err := s.VerifyRequest(d.PublicKey, method, target, now); err != nil {
+		return Actor{}, errs.New(errs.Unauthorized, "%v", err)
+	}
+	b, err := body()
+	if err != nil {
+		return Actor{}, err
+	}
+	if err := s.VerifyBody(b); err != nil {
 		return Actor{}, errs.New(errs.Unauthorized, "%v", err)
 	}
 	replayed := errs.New(errs.Unauthorized, "this signed request was already used; sign each request anew")

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/handoff-run/handoff/errs"
@@ -65,20 +66,35 @@ func (e *Engine) Fetch(ctx context.Context, a Actor, appRef string, req FetchReq
 	e.activity.Add(1)
 	defer e.activity.Add(1)
 	resp, err := be.Fetch(ctx, req, hc)
+	if err == nil && (resp.Status < 200 || resp.Status > 599) {
+		// Only a response relayed from an outbound fetch can carry one.
+		err = &errs.Error{Code: errs.AppError, Message: fmt.Sprintf("fetch answered status %d; a response's status is 200 to 599", resp.Status)}
+	}
 	if err == nil {
 		return resp, nil
 	}
 	if ctx.Err() != nil {
 		return FetchResponse{}, errs.New(errs.Unavailable, "the request ended before %s's fetch handler answered", appRef)
 	}
-	e.appLog(app, "fetch", "error", "fetch "+req.Method+" "+req.Path+" failed: "+err.Error(),
-		fieldsJSON("method", req.Method, "path", req.Path))
-	// The handler's own words stay in the app's log: the caller may be
-	// anyone on the internet.
+	// The answer and the app's log line share an id, so that a caller's
+	// report leads its owner to the whole error.
+	id := errs.NewID()
+	detail := err.Error()
 	var ee *errs.Error
-	if errors.As(err, &ee) && ee.Code == errs.Unavailable {
-		return FetchResponse{}, errs.New(errs.Unavailable, "app %s's fetch handler is being replaced or the server is stopping; retry", appRef)
+	if errors.As(err, &ee) && ee.Detail != "" {
+		detail = ee.Detail
 	}
-	return FetchResponse{}, &errs.Error{Code: errs.Internal,
-		Message: "the app's fetch handler failed; its owner finds why in `handoff logs --app " + appRef + "`"}
+	e.appLog(app, "fetch", "error", "fetch "+req.Method+" "+req.Path+" failed: "+detail,
+		fieldsJSON("method", req.Method, "path", req.Path, "errorId", id))
+	switch {
+	case ee != nil && ee.Code == errs.Unavailable:
+		return FetchResponse{}, errs.New(errs.Unavailable, "app %s's fetch handler is being replaced or the server is stopping; retry", appRef)
+	case ee != nil && ee.Code == errs.AppError:
+		// The app's own failure, named without its own words: the caller
+		// may be anyone on the internet.
+		return FetchResponse{}, &errs.Error{Code: errs.AppError, ID: id, Detail: detail,
+			Message: "the fetch handler of app " + appRef + " failed: " + ee.Message + "; its owner finds the whole error in `handoff logs --app " + appRef + "`"}
+	}
+	return FetchResponse{}, &errs.Error{Code: errs.Internal, ID: id, Detail: detail,
+		Message: "the server failed to run the fetch handler of app " + appRef + "; retry, and if it persists give the error id to the server's operator"}
 }

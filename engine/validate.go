@@ -120,43 +120,13 @@ func parseDoc(raw []byte, maxBytes int) (parsedDoc, error) {
 	if json.Valid(trimmed) {
 		return parseValidDoc(trimmed, len(raw), len(raw)-len(bytes.TrimLeft(raw, jsonSpace)))
 	}
-	// Invalid: decode it anyway, for the decoder's account of what is wrong.
-	var fields map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	if err := dec.Decode(&fields); err != nil {
+	// Invalid: decode it anyway, for the decoder's account of what is
+	// wrong. When the decoder takes a whole object, what follows it is.
+	var v json.RawMessage
+	if err := json.NewDecoder(bytes.NewReader(trimmed)).Decode(&v); err != nil {
 		return parsedDoc{}, syntaxError(err)
 	}
-	if dec.More() || !json.Valid(trimmed) {
-		return parsedDoc{}, errs.New(errs.Invalid, "document has data after the JSON object; send exactly one object")
-	}
-	var p parsedDoc
-	for k, v := range fields {
-		if !strings.HasPrefix(k, "_") {
-			continue
-		}
-		switch k {
-		case "_id":
-			if err := json.Unmarshal(v, &p.id); err != nil {
-				return parsedDoc{}, errs.New(errs.Invalid, "_id must be a string")
-			}
-			if err := ValidID(p.id); err != nil {
-				return parsedDoc{}, err
-			}
-		case "_rev":
-		default:
-			return parsedDoc{}, errs.New(errs.Invalid, "field %q is reserved (top-level fields starting with '_' belong to the server); rename it", k)
-		}
-		delete(fields, k)
-	}
-	// No HTML escaping: a stored body stays the size the client sent.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(fields); err != nil {
-		return parsedDoc{}, errs.New(errs.Invalid, "document cannot be encoded: %v", err)
-	}
-	p.body = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	return p, nil
+	return parsedDoc{}, errs.New(errs.Invalid, "document has data after the JSON object; send exactly one object")
 }
 
 // parseValidDoc is parseDoc for a valid JSON object that starts at byte

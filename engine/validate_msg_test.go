@@ -16,6 +16,8 @@ func TestDocumentErrorsSayWhatToFix(t *testing.T) {
 		`{"a":1,"a":2}`:    `the field "a" more than once`,
 		`[1]`:              "must be a JSON object",
 		"{}\v":             "data after the JSON object",
+		`{} {}`:            "data after the JSON object",
+		`{"a":tru}`:        "at byte 9",
 		"\n {\"n\":1e999}": "document value at .n (byte 7): 1e999 is out of the range",
 	} {
 		_, err := parseDoc([]byte(body), 1<<20)

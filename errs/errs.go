@@ -4,6 +4,8 @@
 package errs
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -21,6 +23,7 @@ const (
 	NotFound     Code = "not_found"    // unknown app, database, user or document
 	TooLarge     Code = "too_large"    // the document is over the size limit
 	AccessError  Code = "access_error" // the access function itself failed
+	AppError     Code = "app_error"    // an app's fetch handler failed: the app's code, not the server
 	Exists       Code = "exists"       // a create of something that already exists
 	Unavailable  Code = "unavailable"  // the server is shutting down or overloaded
 	Internal     Code = "internal"     // a bug or an I/O failure on the server
@@ -74,6 +77,8 @@ func HTTPStatus(code Code) int {
 		return http.StatusConflict
 	case TooLarge:
 		return http.StatusRequestEntityTooLarge
+	case AppError:
+		return http.StatusBadGateway
 	case Unavailable:
 		return http.StatusServiceUnavailable
 	case RateLimited:
@@ -93,4 +98,12 @@ func ExitCode(code Code) int {
 		return 5
 	}
 	return 1
+}
+
+// NewID returns a short random error id, which ties a 5xx answer to the
+// log lines that tell its story.
+func NewID() string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

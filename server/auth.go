@@ -25,7 +25,8 @@ const pathHeader = "X-Handoff-Path"
 //   - "Device <payload>.<sig>": a request signed by a registered device
 //     key (package auth). The signature covers the method, the path and
 //     query (r.URL.RequestURI()) and the body, so the body is read here,
-//     bounded, and put back for the handler.
+//     bounded, and put back for the handler; it is read once the rest of
+//     the signature holds, under the body deadline of a signed-in caller.
 //
 // A client address that sent too many bad credentials is answered
 // rate_limited for a while, whatever credential it sends (ratelimit.go),
@@ -114,11 +115,12 @@ func (s *Server) authenticate(r *http.Request, h string) (engine.Actor, error) {
 		if cred == "" {
 			return engine.Actor{}, errs.New(errs.Unauthorized, "the device token is empty; sign requests with the handoff CLI or client (HANDOFF_DEVICE)")
 		}
-		body, err := s.signedBody(r)
-		if err != nil {
-			return engine.Actor{}, err
-		}
-		return s.e.AuthenticateDevice(r.Context(), cred, r.Method, r.URL.RequestURI(), body)
+		return s.e.AuthenticateDeviceBody(r.Context(), cred, r.Method, r.URL.RequestURI(), func() ([]byte, error) {
+			// The signature is the device's own: its body may take as
+			// long as a token holder's.
+			s.authenticated(r)
+			return s.signedBody(r)
+		})
 	}
 	return engine.Actor{}, errs.New(errs.Unauthorized, "the Authorization header must be \"Bearer <token>\" (HANDOFF_TOKEN) or a device signature \"Device ...\" made by the handoff CLI or client (HANDOFF_DEVICE)")
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -11,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/handoff-run/handoff/auth"
+	"github.com/handoff-run/handoff/engine"
 )
 
 // The body deadlines of these tests: tens of milliseconds, so that a
@@ -22,7 +26,8 @@ const (
 
 // trickle sends a request whose body arrives in pieces, pause apart, on
 // a raw connection, and reads the answer. The body it announces is extra
-// bytes longer than the pieces.
+// bytes longer than the pieces. token is a bearer token, or a whole
+// Authorization value starting with "Device ".
 func trickle(t *testing.T, v *env, method, path, token string, extra int, pieces []string, pause time.Duration) (*http.Response, string, time.Duration) {
 	t.Helper()
 	conn, err := net.Dial("tcp", v.ts.Listener.Addr().String())
@@ -37,7 +42,10 @@ func trickle(t *testing.T, v *env, method, path, token string, extra int, pieces
 		n += len(p)
 	}
 	head := method + " " + path + " HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
-	if token != "" {
+	switch {
+	case strings.HasPrefix(token, "Device "):
+		head += "Authorization: " + token + "\r\n"
+	case token != "":
 		head += "Authorization: Bearer " + token + "\r\n"
 	}
 	start := time.Now()
@@ -133,5 +141,56 @@ func TestBodyDeadlineIsLiftedOnceTheBodyIsIn(t *testing.T) {
 	}
 	if d := serve("GET", docPath("alice/jobs", "jobs", "d1"), v.tokens["alice"], ""); len(d) != 0 {
 		t.Errorf("deadlines of a request without a body: %v", d)
+	}
+}
+
+// TestDeviceSignedBodiesHaveTheGenerousDeadline: a body signed by a
+// registered device may arrive as slowly as a token holder's, since the
+// signature is checked before the body; a signature that does not hold
+// is refused at once, without waiting for the body.
+func TestDeviceSignedBodiesHaveTheGenerousDeadline(t *testing.T) {
+	v := newEnvWith(t, Options{BodyTimeout: testBodyTimeout, AuthBodyTimeout: testAuthBodyTimeout})
+	key, err := auth.NewDeviceKey("alice", "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.e.AddDevice(context.Background(), engine.Actor{User: "alice"}, "laptop", key.Public(), ""); err != nil {
+		t.Fatal(err)
+	}
+	pieces := []string{`{"sta`, `tus":"pen`, `ding"}`}
+	body := []byte(strings.Join(pieces, ""))
+	path := docPath("alice/jobs", "jobs", "slow")
+	res, out, _ := trickle(t, v, "PUT", path, key.Sign("PUT", path, body, time.Now()), 0, pieces, 2*testBodyTimeout)
+	if res.StatusCode != 200 {
+		t.Fatalf("a slow device-signed body: %d %s", res.StatusCode, out)
+	}
+	// Signed with another key under the same names: refused before the
+	// body has come, not given the generous deadline.
+	forger, _ := auth.NewDeviceKey("alice", "laptop")
+	stalled := []string{`{"status":`}
+	res, out, took := trickle(t, v, "PUT", path, forger.Sign("PUT", path, body, time.Now()), 10, stalled, 0)
+	if res.StatusCode != 401 || !strings.Contains(out, "does not verify") {
+		t.Fatalf("a forged signature: %d %s", res.StatusCode, out)
+	}
+	if took > 5*time.Second {
+		t.Errorf("the forged signature was answered after %v", took)
+	}
+	// The body is still checked against the signature once it is in.
+	res, out, _ = trickle(t, v, "PUT", path, key.Sign("PUT", path, []byte(`{"status":"done"}`), time.Now()), 0, pieces, 0)
+	if res.StatusCode != 401 || !strings.Contains(out, "signed for another request") {
+		t.Fatalf("a body other than the signed one: %d %s", res.StatusCode, out)
+	}
+
+	// The deadlines set: short, generous once the signature holds, none
+	// once the body is in.
+	req := httptest.NewRequest("PUT", docPath("alice/jobs", "jobs", "d2"), strings.NewReader(`{"status":"pending"}`))
+	req.Header.Set("Authorization", key.Sign("PUT", req.URL.RequestURI(), []byte(`{"status":"pending"}`), time.Now()))
+	w := &deadlineRecorder{ResponseRecorder: httptest.NewRecorder()}
+	v.srv.ServeHTTP(w, req)
+	if w.Code != 200 {
+		t.Fatalf("a device-signed put: %d %s", w.Code, w.Body)
+	}
+	if d := w.deadlines; len(d) != 3 || d[1].Sub(d[0]) != testAuthBodyTimeout-testBodyTimeout || !d[2].IsZero() {
+		t.Errorf("deadlines of a device-signed put: %v; want short, generous, none", d)
 	}
 }

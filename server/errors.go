@@ -1,8 +1,6 @@
 package server
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,10 +47,13 @@ func (s *Server) asError(r *http.Request, err error) *errs.Error {
 	if errs.HTTPStatus(e.Code) < 500 {
 		return e
 	}
-	id := errorID()
+	id := e.ID // set by a layer that logged the failure under it too
+	if id == "" {
+		id = errs.NewID()
+	}
 	level := slog.LevelError
 	if e.Code != errs.Internal {
-		level = slog.LevelWarn // our own words: shutting down, cancelled
+		level = slog.LevelWarn // not the server failing: an app's code, shutting down, cancelled
 	}
 	s.log.Log(r.Context(), level, "request failed", "error_id", id, "method", r.Method, "route", r.Pattern,
 		"code", e.Code, "err", e.Message, "detail", e.Detail)
@@ -62,17 +63,10 @@ func (s *Server) asError(r *http.Request, err error) *errs.Error {
 // failure logs a failure that has no words for the client under a new
 // error id, and returns what the client gets instead.
 func (s *Server) failure(r *http.Request, what, detail string, attrs ...any) *errs.Error {
-	id := errorID()
+	id := errs.NewID()
 	s.log.Error(what, append([]any{"error_id", id, "method", r.Method, "route", r.Pattern, "err", detail}, attrs...)...)
 	return &errs.Error{Code: errs.Internal, ID: id,
 		Message: "the server failed to handle the request (error id " + id + "); retry, and if it persists give this id to the server's operator, whose log has the details"}
-}
-
-// errorID is a short random id that ties an answer to its log line.
-func errorID() string {
-	var b [5]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // recovered handles a panic of a handler: it logs it with its stack and

@@ -71,10 +71,6 @@ func (s *Server) fetchLane(w http.ResponseWriter, r *http.Request, ref, sub stri
 		s.writeError(w, r, err)
 		return
 	}
-	if resp.Status < 200 || resp.Status > 599 {
-		s.writeError(w, r, errs.New(errs.Internal, "the app's fetch handler answered status %d", resp.Status))
-		return
-	}
 	h := w.Header()
 	for k, vs := range resp.Header {
 		if droppedHeaders[http.CanonicalHeaderKey(k)] {

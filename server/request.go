@@ -50,7 +50,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, what string) 
 func bodyError(err error) error {
 	var te errBodyTimeout
 	if errors.As(err, &te) {
-		return errs.New(errs.Invalid, "the request body did not arrive within %v of the start of the request; send it faster or in smaller parts (requests with a bearer token may take longer)", te.limit)
+		return errs.New(errs.Invalid, "the request body did not arrive within %v of the start of the request; send it faster or in smaller parts (signed-in requests, with a token or a device signature, may take longer)", te.limit)
 	}
 	return errs.New(errs.Invalid, "could not read the request body: %v; send it again", err)
 }

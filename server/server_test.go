@@ -161,7 +161,7 @@ func (v *env) mustError(r resp, status int, code string) apiError {
 }
 
 type apiError struct {
-	Code, Message, Reason string
+	Code, Message, Reason, ID string
 }
 
 type writeOut struct {

@@ -213,24 +213,76 @@ func TestFetchLaneErrors(t *testing.T) {
 	v := newSiteEnv(t)
 	v.deployApp("alice/hooks", hooksAccess, hooksBackend, nil)
 	v.deployApp("alice/plain", "", `export async function onChange() {}`, nil)
-
-	e := v.mustError(v.do("POST", "/apps/alice/hooks/api/fail", "", `{}`), 500, "internal")
-	if strings.Contains(e.Message, "on purpose") {
-		t.Fatalf("the handler's own error reached an anonymous caller: %s", e.Message)
-	}
-	eventually(t, "the failure in the app's log", func() bool {
-		var logs struct{ Logs []engine.LogLine }
-		v.mustJSON(v.do("GET", "/v1/apps/alice/hooks/logs", "alice", ""), 200, &logs)
-		for _, l := range logs.Logs {
-			if l.Source == "fetch" && l.Level == "error" && strings.Contains(l.Message, "on purpose") {
-				return true
-			}
-		}
-		return false
-	})
 	v.mustError(v.do("GET", "/apps/alice/plain/api/x", "", ""), 404, "not_found")
 	v.mustError(v.do("GET", "/apps/alice/nope/api/x", "", ""), 404, "not_found")
 	v.mustError(v.do("POST", "/apps/alice/hooks/api/in", "", strings.Repeat("x", engine.MaxFetchRequestBytes+1)), 413, "too_large")
+}
+
+// failingBackend fails in the app's own code in every way a fetch
+// handler can. Its config lets it relay a response from 127.0.0.1.
+const failingBackend = `
+export const config = { fetch: { allow: ["127.0.0.1"] } };
+export async function fetch(request, ctx) {
+  switch (request.path) {
+    case "/throw":
+      throw new Error("the handler broke on purpose with secret s3cret");
+    case "/json":
+      return Response.json(await request.json());
+    case "/shape":
+      return { status: 200, bodyy: "typo" };
+    case "/big":
+      return "x".repeat(9 << 20);
+    case "/relay":
+      return await globalThis.fetch(request.query.get("url"));
+    case "/recurse":
+      const down = (n) => down(n + 1) + 1;
+      return String(down(0));
+  }
+}`
+
+// TestFetchLaneAppFailuresAre502 checks that a fetch handler's own
+// failure is the app's, not the server's: 502 app_error naming what
+// failed and where, with an error id that the app's log line also
+// carries, and never the exception's own words.
+func TestFetchLaneAppFailuresAre502(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(999) }))
+	defer upstream.Close()
+	v := newSiteEnv(t)
+	v.deployApp("alice/hooks", "", failingBackend, nil)
+	for _, c := range []struct {
+		path, body string
+		says       []string
+		logged     string
+	}{
+		{"/throw", "", []string{"backend.js:6:12: fetch threw Error;"}, "on purpose with secret s3cret"},
+		{"/json", `{"note":`, []string{"fetch threw SyntaxError"}, "SyntaxError"},
+		{"/shape", "", []string{"no usable response", `"bodyy"`}, `"bodyy"`},
+		{"/big", "", []string{"9437184 bytes", "the limit is 8388608"}, "9437184 bytes"},
+		{"/relay?url=" + upstream.URL, "", []string{"status 999", "200 to 599"}, "status 999"},
+		{"/recurse", "", []string{"call stack exceeded"}, "call stack exceeded"},
+	} {
+		e := v.mustError(v.do("POST", "/apps/alice/hooks/api"+c.path, "", c.body), 502, "app_error")
+		if strings.Contains(e.Message, "s3cret") {
+			t.Fatalf("%s: the handler's own words reached an anonymous caller: %s", c.path, e.Message)
+		}
+		for _, want := range append(c.says, "`handoff logs --app alice/hooks`", "(error id "+e.ID+")") {
+			if e.ID == "" || !strings.Contains(e.Message, want) {
+				t.Fatalf("%s: message %q (id %q) does not say %q", c.path, e.Message, e.ID, want)
+			}
+		}
+		eventually(t, c.path+"'s line in the app's log", func() bool {
+			var logs struct{ Logs []engine.LogLine }
+			v.mustJSON(v.do("GET", "/v1/apps/alice/hooks/logs", "alice", ""), 200, &logs)
+			for _, l := range logs.Logs {
+				var f struct{ ErrorID string }
+				_ = json.Unmarshal(l.Fields, &f)
+				if l.Source == "fetch" && l.Level == "error" && f.ErrorID == e.ID && strings.Contains(l.Message, c.logged) {
+					return true
+				}
+			}
+			return false
+		})
+	}
 }
 
 // rawGet sends path exactly as given, bypassing the client's URL
