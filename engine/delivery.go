@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -113,6 +115,7 @@ func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 			return false
 		}
 		short := len(evs) < want
+		evs = ar.interrupted(app, be, evs)
 		// In seq order, batchSize at a time: as if each batch had been
 		// claimed on its own, one after another.
 		for len(evs) > 0 {
@@ -150,13 +153,46 @@ func (ar *appRunner) run(app *appState, be Backend, evs []store.Event) {
 				signal(ar.wake)
 			}
 		}()
-		for _, ev := range evs {
+		for i, ev := range evs {
 			if ctx.Err() != nil {
-				return // shutting down: the outbox keeps it for the next start
+				// Shutting down: the events not started go back as they were.
+				for _, ev := range evs[i:] {
+					ar.r.e.settle(ar, ev.Seq, giveBack(ev))
+				}
+				return
 			}
-			ar.deliverOne(app, be, ev)
+			ar.deliverOne(ctx, app, be, ev)
 		}
 	}()
+}
+
+// giveBack is the settlement of a claimed event that did not run, or
+// whose run the server stopped: it is due again at once, with the
+// attempts it had. Not the event's failure, so it costs no attempt.
+func giveBack(ev store.Event) store.Settlement {
+	return store.Settlement{Attempts: ev.Attempts, NextAt: ev.NextAt, LastError: ev.LastError}
+}
+
+// errInterrupted is the failure of a run that never ended: the server
+// running it stopped mid-run.
+var errInterrupted = errors.New("the server stopped while this run was in flight (it crashed, was killed or lost power); " +
+	"if every attempt ends so, this onChange may be what brings the server down")
+
+// interrupted settles the claimed events whose last run never ended, and
+// returns the others. That run counts as a failed attempt (DESIGN §4):
+// an event whose handler brings the server down is not run again at once
+// after each restart, but backs off like any failure and is parked as
+// dead after maxAttempts, while the server goes on with other work.
+func (ar *appRunner) interrupted(app *appState, be Backend, evs []store.Event) []store.Event {
+	rest := evs[:0]
+	for _, ev := range evs {
+		if ev.Interrupted {
+			ar.failed(app, be, ev, ev.Attempts, errInterrupted)
+		} else {
+			rest = append(rest, ev)
+		}
+	}
+	return rest
 }
 
 // changeEvent builds onChange's event from an outbox entry: the document
@@ -171,10 +207,23 @@ func changeEvent(ev store.Event) ChangeEvent {
 	return ce
 }
 
-func (ar *appRunner) deliverOne(app *appState, be Backend, ev store.Event) {
-	e, ctx := ar.r.e, ar.r.ctx
+func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be Backend, ev store.Event) {
+	e := ar.r.e
 	e.activity.Add(1)
 	defer e.activity.Add(1)
+	// The attempt counts before the handler runs: a run that takes the
+	// server down with it is still a failed attempt on restart.
+	if err := e.st.StartEvent(ctx, ar.id, ev.Seq); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return // the lease ran out and another runner has the event
+		}
+		if ctx.Err() == nil {
+			e.log.Error("starting an onChange run", "app", ar.ref, "seq", ev.Seq, "err", err)
+		}
+		// The mark may have landed even so: this settles it away.
+		e.settle(ar, ev.Seq, giveBack(ev))
+		return
+	}
 	start := e.clock.Now()
 	if e.observe != nil && ev.Attempts == 0 {
 		e.observe(start.Sub(ev.Rev.Time))
@@ -186,14 +235,22 @@ func (ar *appRunner) deliverOne(app *appState, be Backend, ev store.Event) {
 	hc := &handlerCtx{e: e, app: app, actor: Actor{User: ev.Rev.Writer.User, Device: ev.Rev.Writer.Device,
 		Admin: ev.Rev.Writer.User == AdminUser && ev.Rev.Writer.Device == "", Handler: "onChange", Depth: ev.Depth + 1}}
 	err := be.OnChange(ctx, changeEvent(ev), hc)
-	attempts := ev.Attempts + 1
 	if err == nil {
 		e.settle(ar, ev.Seq, store.Settlement{Ack: true})
 		return
 	}
 	if ctx.Err() != nil {
+		// The server stopped the run, not the handler: no attempt lost.
+		e.settle(ar, ev.Seq, giveBack(ev))
 		return
 	}
+	ar.failed(app, be, ev, ev.Attempts+1, err)
+}
+
+// failed settles a run that failed, the attempts-th: a retry after the
+// backoff, or dead once out of attempts.
+func (ar *appRunner) failed(app *appState, be Backend, ev store.Event, attempts int, err error) {
+	e := ar.r.e
 	cfg := be.Config().OnChange
 	where := fmt.Sprintf("onChange for %s/%s (seq %d, attempt %d)", ev.Rev.DB, ev.Rev.ID, ev.Seq, attempts)
 	if attempts >= cfg.MaxAttempts {
@@ -214,7 +271,10 @@ func (ar *appRunner) deliverOne(app *appState, be Backend, ev store.Event) {
 
 func (e *Engine) settle(ar *appRunner, seq int64, s store.Settlement) {
 	e.activity.Add(1)
-	if err := e.st.SettleEvent(ar.r.ctx, ar.id, seq, s); err != nil {
+	// Also when the server is stopping: a run it stopped goes back.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ar.r.ctx), 30*time.Second)
+	defer cancel()
+	if err := e.st.SettleEvent(ctx, ar.id, seq, s); err != nil {
 		e.log.Error("settling an onChange event", "app", ar.ref, "seq", seq, "err", err)
 	}
 }

@@ -24,6 +24,9 @@ var eventTests = []test{
 	{"ExclusiveClaims", testEventsExclusiveClaims},
 	{"Ack", testEventsAck},
 	{"Retry", testEventsRetry},
+	{"StartCountsTheAttempt", testEventsStart},
+	{"InterruptedAfterLease", testEventsInterrupted},
+	{"InterruptedAfterReopen", testEventsInterruptedReopen},
 	{"DeadAndReplay", testEventsDead},
 	{"SettledStaySettled", testEventsSettledStaySettled},
 	{"AppsApart", testEventsApps},
@@ -565,6 +568,130 @@ func testEventsRetry(t *testing.T, e *env) {
 	e.settle(app, s, store.Settlement{Ack: true})
 	e.waitGone(app, s)
 	e.wantClaim(app, next.Add(time.Hour), 10)
+}
+
+func (e *env) start(app, seq int64) {
+	e.t.Helper()
+	if err := e.st.StartEvent(e.ctx, app, seq); err != nil {
+		e.t.Fatalf("StartEvent(%d): %v", seq, err)
+	}
+}
+
+// claimed commits n events of a new app, due now, and claims them.
+func (e *env) claimed(n int) (app int64, now time.Time, ss []int64) {
+	e.t.Helper()
+	app, now = e.app("alice", "jobs"), e.clk.Now()
+	ss = e.emitN(app, n, now)
+	e.wantClaim(app, now, 10, ss...)
+	return app, now, ss
+}
+
+// wantInterrupted checks that of a claim's events only the one of seq (0
+// for none) comes back interrupted.
+func wantInterrupted(t *testing.T, what string, evs []store.Event, seq int64) {
+	t.Helper()
+	for _, ev := range evs {
+		if ev.Interrupted != (ev.Seq == seq) {
+			t.Fatalf("%s: event %d interrupted = %v; want only event %d interrupted", what, ev.Seq, ev.Interrupted, seq)
+		}
+	}
+}
+
+// testEventsStart: StartEvent counts the attempt at once, durably, for
+// the holder of the lease only; every settlement ends the run, so none
+// of them comes back interrupted.
+func testEventsStart(t *testing.T, e *env) {
+	app := e.app("alice", "jobs")
+	t0 := e.clk.Now()
+	ss := e.emitN(app, 4, t0)
+	if err := e.st.StartEvent(e.ctx, app, ss[0]); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("StartEvent of an event nobody claimed = %v, want ErrNotFound", err)
+	}
+	wantInterrupted(t, "first claim", e.wantClaim(app, t0, 10, ss...), 0)
+	for _, s := range ss[:3] {
+		e.start(app, s)
+	}
+	// Counted while the runs go on.
+	for _, s := range ss[:3] {
+		wantState(t, fmt.Sprintf("running event %d", s), find(e.listEvents(app, false), s), 1, "", t0)
+	}
+	wantState(t, "claimed event not started", find(e.listEvents(app, false), ss[3]), 0, "", t0)
+
+	e.settle(app, ss[0], store.Settlement{Ack: true})
+	retry := store.Settlement{Attempts: 1, NextAt: t0.Add(10 * time.Second), LastError: "boom"}
+	e.settle(app, ss[1], retry)
+	// A run the server stopped goes back with the attempts it had.
+	back := store.Settlement{Attempts: 0, NextAt: t0}
+	e.settle(app, ss[2], back)
+	e.settle(app, ss[3], back)
+	e.waitGone(app, ss[0])
+	e.waitRetry(app, ss[1], retry)
+	e.waitRetry(app, ss[2], back)
+	e.waitDue(app, t0)
+	evs := e.wantClaim(app, t0, 10, ss[2], ss[3])
+	e.wantClaim(app, retry.NextAt, 10, ss[1])
+	wantInterrupted(t, "claim of events given back", evs, 0)
+	for _, ev := range evs {
+		wantState(t, fmt.Sprintf("event %d given back", ev.Seq), &ev, 0, "", t0)
+	}
+	e.settle(app, ss[1], store.Settlement{Ack: true})
+	e.settle(app, ss[3], store.Settlement{Ack: true})
+	// Dead and replayed: a fresh start.
+	e.start(app, ss[2])
+	e.settle(app, ss[2], store.Settlement{Dead: true, Attempts: 1, NextAt: t0, LastError: "gave up"})
+	e.waitDead(app, ss[2])
+	if err := e.st.StartEvent(e.ctx, app, ss[2]); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("StartEvent of a dead event = %v, want ErrNotFound", err)
+	}
+	r := t0.Add(time.Hour)
+	if err := e.st.ReplayEvent(e.ctx, app, ss[2], r); err != nil {
+		t.Fatal(err)
+	}
+	evs = e.wantClaim(app, r, 1, ss[2])
+	wantInterrupted(t, "claim of a replayed event", evs, 0)
+	wantState(t, "replayed event", &evs[0], 0, "", r)
+}
+
+// testEventsInterrupted: an event whose run started and never settled
+// comes back from the claim after its lease as interrupted, its attempt
+// counted; the events claimed with it that never started come back as
+// they were. Once settled, it is an ordinary event again.
+func testEventsInterrupted(t *testing.T, e *env) {
+	app, t0, ss := e.claimed(3)
+	e.start(app, ss[0])
+	// A second run: the first was retried at once.
+	e.settle(app, ss[0], store.Settlement{Attempts: 1, NextAt: t0, LastError: "boom"})
+	e.waitDue(app, t0)
+	e.wantClaim(app, t0, 10, ss[0])
+	e.start(app, ss[0])
+	e.wantClaim(app, t0.Add(lease-time.Nanosecond), 10)
+
+	t1 := t0.Add(lease)
+	evs := e.wantClaim(app, t1, 10, ss...)
+	wantInterrupted(t, "claim after the lease", evs, ss[0])
+	wantState(t, "interrupted event", &evs[0], 2, "boom", t0)
+	wantState(t, "event never started", &evs[1], 0, "", t0)
+
+	retry := store.Settlement{Attempts: 2, NextAt: t1.Add(20 * time.Second), LastError: "interrupted"}
+	e.settle(app, ss[0], retry)
+	e.waitRetry(app, ss[0], retry)
+	e.wantClaim(app, retry.NextAt.Add(-time.Nanosecond), 10)
+	evs = e.wantClaim(app, retry.NextAt, 10, ss[0])
+	wantInterrupted(t, "claim of the settled event", evs, 0)
+	wantState(t, "interrupted event retried", &evs[0], 2, "interrupted", retry.NextAt)
+}
+
+// testEventsInterruptedReopen: the mark of a started run survives a
+// reopen, which ends every lease: the event comes back interrupted at
+// once, the others claimed with it as they were.
+func testEventsInterruptedReopen(t *testing.T, e *env) {
+	app, t0, ss := e.claimed(3)
+	e.start(app, ss[1])
+	e.reopen()
+	evs := e.wantClaim(app, t0, 10, ss...)
+	wantInterrupted(t, "claim after a reopen", evs, ss[1])
+	wantState(t, "interrupted event", &evs[1], 1, "", t0)
+	wantState(t, "event never started", &evs[0], 0, "", t0)
 }
 
 // testEventsDead: a dead event is parked, listed as dead, never handed
