@@ -50,8 +50,16 @@ func (ar *appRunner) deliver() {
 	}
 	poll := time.NewTicker(every)
 	defer poll.Stop()
+	defer func() {
+		if ar.stopOld != nil {
+			ar.stopOld()
+		}
+	}()
 	for {
 		app, be, err := ar.current()
+		if err == nil {
+			ar.follow(app)
+		}
 		if err == nil && be != nil && be.Has("onChange") {
 			// Sleep until the next retry falls due, unless woken first.
 			// While every slot is taken there is nothing to look up: the
@@ -79,6 +87,21 @@ func (ar *appRunner) deliver() {
 		case <-poll.C:
 		}
 	}
+}
+
+// follow keeps the runs' context with the app's live code. A deploy or
+// a rollback stops the runs of the version it replaces, however long
+// their run limit: that code is no longer the app's. Their events go
+// back and run again with the new code (deliverOne).
+func (ar *appRunner) follow(app *appState) {
+	if ar.runs != nil && sameCode(ar.code, app.code) {
+		return
+	}
+	if ar.stopOld != nil {
+		ar.stopOld()
+	}
+	ar.code = app.code
+	ar.runs, ar.stopOld = context.WithCancel(ar.r.ctx)
 }
 
 // claim starts batches while there are free slots and due events. It
@@ -120,7 +143,7 @@ func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 		// claimed on its own, one after another.
 		for len(evs) > 0 {
 			n := min(batchSize, len(evs))
-			ar.run(app, be, evs[:n:n])
+			ar.run(ar.runs, app, be, evs[:n:n])
 			evs = evs[n:]
 		}
 		if short {
@@ -132,9 +155,8 @@ func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 }
 
 // run delivers one batch in a slot of its own, its events one after
-// another.
-func (ar *appRunner) run(app *appState, be Backend, evs []store.Event) {
-	ctx := ar.r.ctx
+// another, until ctx ends.
+func (ar *appRunner) run(ctx context.Context, app *appState, be Backend, evs []store.Event) {
 	ar.mu.Lock()
 	ar.inflight++
 	ar.mu.Unlock()
@@ -148,14 +170,15 @@ func (ar *appRunner) run(app *appState, be Backend, evs []store.Event) {
 			ar.starved = false
 			ar.mu.Unlock()
 			// Only a claim that stopped for want of a slot left events
-			// behind; retries set their own wake-ups.
-			if starved {
+			// behind, or a deploy that gave them back; retries set their
+			// own wake-ups.
+			if starved || ctx.Err() != nil && ar.r.ctx.Err() == nil {
 				signal(ar.wake)
 			}
 		}()
 		for i, ev := range evs {
 			if ctx.Err() != nil {
-				// Shutting down: the events not started go back as they were.
+				// Stopped: the events not started go back as they were.
 				for _, ev := range evs[i:] {
 					ar.r.e.settle(ar, ev.Seq, giveBack(ev))
 				}
@@ -242,6 +265,10 @@ func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be Backend, 
 	if ctx.Err() != nil {
 		// The server stopped the run, not the handler: no attempt lost.
 		e.settle(ar, ev.Seq, giveBack(ev))
+		if ar.r.ctx.Err() == nil {
+			e.appLog(app, "onChange", "warn", fmt.Sprintf("onChange for %s/%s (seq %d, attempt %d) stopped: a new version of the code was deployed; "+
+				"the event runs again with it, as the same attempt", ev.Rev.DB, ev.Rev.ID, ev.Seq, ev.Attempts+1), fieldsJSON("seq", ev.Seq))
+		}
 		return
 	}
 	ar.failed(app, be, ev, ev.Attempts+1, err)

@@ -397,7 +397,9 @@ func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Sett
 	if st.Ack {
 		return s.enqueueAck(appID, seq, release)
 	}
-	return s.enqueue(func(tx *sql.Tx) error {
+	// Other outcomes are rare, and may be due at once (a run given back):
+	// the caller may claim the event again as soon as this returns.
+	return s.enqueueWait(func(tx *sql.Tx) error {
 		_, err := tx.Exec(`UPDATE events SET attempts = ?, next_at = ?, dead = ?, last_error = ?, running = 0 WHERE app_id = ? AND seq = ?`,
 			st.Attempts, st.NextAt.UnixNano(), st.Dead, st.LastError, appID, seq)
 		return err

@@ -100,7 +100,10 @@ func TestRunsOutcomesNotWritten(t *testing.T) {
 	e.claim(e.st, 3)
 	e.start(ss[0], ss[1])
 	release, _ := holdWriter(t, e.st)
-	e.settle(ss[0], store.Settlement{Attempts: 0, NextAt: e.t0})
+	before := e.st.wdb.Stats().WaitCount
+	// A settlement other than an ack waits for the writer.
+	go e.st.SettleEvent(context.Background(), e.app, ss[0], store.Settlement{Attempts: 0, NextAt: e.t0})
+	waitWriterBlocked(t, e.st, before)
 	e.settle(ss[1], store.Settlement{Ack: true})
 	crashed := e.crashImage()
 	release()

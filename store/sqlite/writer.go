@@ -210,6 +210,20 @@ func (s *Store) enqueue(op func(tx *sql.Tx) error, after func(error)) error {
 	return nil
 }
 
+// enqueueWait is enqueue that returns once the op's transaction is over
+// and after has run.
+func (s *Store) enqueueWait(op func(tx *sql.Tx) error, after func(error)) error {
+	req := &commitReq{ctx: context.Background(), op: op, after: after, done: make(chan commitRes, 1)}
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return errClosed
+	}
+	s.writes <- req
+	s.closeMu.RUnlock()
+	return (<-req.done).err
+}
+
 // enqueueAck queues the deletion of a settled event without waiting.
 func (s *Store) enqueueAck(app, seq int64, after func(error)) error {
 	s.closeMu.RLock()
