@@ -255,8 +255,14 @@ func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be Backend, 
 	// deeper for the loop guard.
 	// The admin's writes are the admin's: the flag is not stored with the
 	// revision, but the admin user is the only one that has it.
+	// Its writes belong to the chain of the event's write (the fan-out
+	// budget), which starts there unless that write was in one.
+	origin := ev.Origin
+	if origin == 0 {
+		origin = ev.Seq
+	}
 	hc := &handlerCtx{e: e, app: app, actor: Actor{User: ev.Rev.Writer.User, Device: ev.Rev.Writer.Device,
-		Admin: ev.Rev.Writer.User == AdminUser && ev.Rev.Writer.Device == "", Handler: "onChange", Depth: ev.Depth + 1}}
+		Admin: ev.Rev.Writer.User == AdminUser && ev.Rev.Writer.Device == "", Handler: "onChange", Depth: ev.Depth + 1, Origin: origin}}
 	err := be.OnChange(ctx, changeEvent(ev), hc)
 	if err == nil {
 		e.settle(ar, ev.Seq, store.Settlement{Ack: true})

@@ -292,6 +292,10 @@ type Write struct {
 type EventSpec struct {
 	// Depth counts how many onChange writes led to this one (loop guard).
 	Depth int
+	// Origin is the seq of the write that started the chain of onChange
+	// writes this one belongs to (the fan-out budget); 0 when the write
+	// started a chain itself.
+	Origin int64
 	// NextAt is when the event may first be delivered.
 	NextAt time.Time
 }
@@ -362,7 +366,8 @@ type Events interface {
 	// ListEvents lists the app's events, dead or waiting, by seq.
 	ListEvents(ctx context.Context, appID int64, dead bool, afterSeq int64, limit int) ([]Event, error)
 	// ReplayEvent makes a dead event deliverable again with fresh
-	// attempts; ErrNotFound when no dead event has that seq.
+	// attempts, as the start of a chain of its own (Origin 0);
+	// ErrNotFound when no dead event has that seq.
 	ReplayEvent(ctx context.Context, appID, seq int64, now time.Time) error
 	// EventApps lists the apps that have events waiting.
 	EventApps(ctx context.Context) ([]int64, error)
@@ -392,6 +397,7 @@ type Event struct {
 	AppID     int64
 	Seq       int64
 	Depth     int
+	Origin    int64 // as in EventSpec
 	Attempts  int
 	NextAt    time.Time
 	LastError string

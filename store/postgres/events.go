@@ -18,7 +18,7 @@ import (
 // again (at least once). Times are the callers' clocks (the engine's), in
 // nanoseconds, as everywhere in this store.
 
-const eventCols = `e.seq, e.depth, e.attempts, e.next_at, e.dead, e.last_error, e.running,
+const eventCols = `e.seq, e.depth, e.origin, e.attempts, e.next_at, e.dead, e.last_error, e.running,
 	r.db, r.id, r.rev, r.deleted, r.body, r.time, r.writer_user, r.writer_device, r.writer_handler, r.path, r.channels,
 	o.seq, o.rev, o.deleted, o.body`
 
@@ -182,7 +182,7 @@ func (s *Store) ListEvents(ctx context.Context, appID int64, dead bool, afterSeq
 }
 
 func (s *Store) ReplayEvent(ctx context.Context, appID, seq int64, now time.Time) error {
-	ct, err := s.pool.Exec(ctx, `UPDATE events SET dead = false, attempts = 0, next_at = $3, last_error = '', running = false, lease_until = 0, lease_owner = ''
+	ct, err := s.pool.Exec(ctx, `UPDATE events SET dead = false, attempts = 0, next_at = $3, last_error = '', running = false, origin = 0, lease_until = 0, lease_owner = ''
 		WHERE app_id = $1 AND seq = $2 AND dead`, appID, seq, now.UnixNano())
 	if err != nil {
 		return err
@@ -262,7 +262,7 @@ func scanEvents(appID int64, rows pgx.Rows, err error) ([]store.Event, error) {
 		var oRev, oBody *string
 		var oDeleted *bool
 		r := &ev.Rev
-		if err := row.Scan(&ev.Seq, &ev.Depth, &ev.Attempts, &next, &ev.Dead, &ev.LastError, &ev.Interrupted,
+		if err := row.Scan(&ev.Seq, &ev.Depth, &ev.Origin, &ev.Attempts, &next, &ev.Dead, &ev.LastError, &ev.Interrupted,
 			&r.DB, &r.ID, &r.Rev, &r.Deleted, &body, &t, &r.Writer.User, &r.Writer.Device, &r.Writer.Handler, &r.Path, &ch,
 			&oSeq, &oRev, &oDeleted, &oBody); err != nil {
 			return ev, err

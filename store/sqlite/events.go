@@ -100,7 +100,7 @@ func (l *leases) release(app, seq int64, written, rescan bool) {
 	l.mu.Unlock()
 }
 
-const eventCols = `e.seq, e.depth, e.attempts, e.next_at, e.dead, e.last_error, e.running,
+const eventCols = `e.seq, e.depth, e.origin, e.attempts, e.next_at, e.dead, e.last_error, e.running,
 	r.db, r.id, r.rev, r.deleted, r.body, r.time, r.user, r.device, r.handler, r.path, r.channels,
 	o.seq, o.rev, o.deleted, o.body`
 
@@ -432,7 +432,7 @@ func (s *Store) ReplayEvent(ctx context.Context, appID, seq int64, now time.Time
 	if err != nil {
 		return err
 	}
-	res, err := s.wdb.ExecContext(ctx, `UPDATE events SET dead = 0, attempts = 0, next_at = ?, last_error = '', running = 0 WHERE app_id = ? AND seq = ? AND dead = 1`,
+	res, err := s.wdb.ExecContext(ctx, `UPDATE events SET dead = 0, attempts = 0, next_at = ?, last_error = '', running = 0, origin = 0 WHERE app_id = ? AND seq = ? AND dead = 1`,
 		now.UnixNano(), appID, seq)
 	if err != nil {
 		return err
@@ -497,7 +497,7 @@ func scanEvents(appID int64, rows *sql.Rows) ([]store.Event, error) {
 		var oRev, oBody sql.NullString
 		var oDeleted sql.NullBool
 		r := &ev.Rev
-		if err := rows.Scan(&ev.Seq, &ev.Depth, &ev.Attempts, &next, &ev.Dead, &ev.LastError, &ev.Interrupted,
+		if err := rows.Scan(&ev.Seq, &ev.Depth, &ev.Origin, &ev.Attempts, &next, &ev.Dead, &ev.LastError, &ev.Interrupted,
 			&r.DB, &r.ID, &r.Rev, &r.Deleted, &body, &t, &r.Writer.User, &r.Writer.Device, &r.Writer.Handler, &r.Path, &ch,
 			&oSeq, &oRev, &oDeleted, &oBody); err != nil {
 			return nil, err

@@ -28,6 +28,7 @@ var eventTests = []test{
 	{"InterruptedAfterLease", testEventsInterrupted},
 	{"InterruptedAfterReopen", testEventsInterruptedReopen},
 	{"DeadAndReplay", testEventsDead},
+	{"ReplayStartsAChain", testEventsReplayOrigin},
 	{"SettledStaySettled", testEventsSettledStaySettled},
 	{"AppsApart", testEventsApps},
 	{"NextEventDue", testEventsNextDue},
@@ -302,6 +303,10 @@ func testEventsWithCommit(t *testing.T, e *env) {
 	}
 }
 
+// originOf is the origin testEventsRevisions gives its i-th write: 0 (a
+// chain of its own) or another seq.
+func originOf(i int) int64 { return int64(i%3) * 1000 }
+
 // testEventsRevisions: an event carries the revision committed with it
 // and Old, the revision it replaced: nil for a create, and for a write
 // over a tombstone.
@@ -325,7 +330,7 @@ func testEventsRevisions(t *testing.T, e *env) {
 				break
 			}
 		}
-		w.Event = &store.EventSpec{Depth: len(ws), NextAt: at}
+		w.Event = &store.EventSpec{Depth: len(ws), Origin: originOf(len(ws)), NextAt: at}
 		ws = append(ws, w)
 		ss = append(ss, e.commit(w))
 	}
@@ -337,8 +342,8 @@ func testEventsRevisions(t *testing.T, e *env) {
 		for k, ev := range evs {
 			i := from + k
 			what := fmt.Sprintf("%s: event of write %d (%s/%s)", what, i, ws[i].DB, ws[i].ID)
-			if ev.Depth != i {
-				t.Fatalf("%s: depth %d, want %d", what, ev.Depth, i)
+			if ev.Depth != i || ev.Origin != originOf(i) {
+				t.Fatalf("%s: depth %d, origin %d; want %d, %d", what, ev.Depth, ev.Origin, i, originOf(i))
 			}
 			wantRev(t, what, ev.Rev, ws[i], ss[i])
 			if j, ok := old[i]; ok {
@@ -752,6 +757,31 @@ func testEventsDead(t *testing.T, e *env) {
 	}
 	if err := e.st.ReplayEvent(e.ctx, app, s1, r); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("second ReplayEvent: %v, want ErrNotFound", err)
+	}
+}
+
+// testEventsReplayOrigin: an event keeps the origin of its chain through
+// claims, retries and reopens; a replay makes it a chain of its own.
+func testEventsReplayOrigin(t *testing.T, e *env) {
+	app := e.app("alice", "jobs")
+	t0 := e.clk.Now()
+	w := e.over(app, "jobs", "x", `{}`)
+	w.Event = &store.EventSpec{Depth: 2, Origin: 7, NextAt: t0}
+	s := e.commit(w)
+	e.wantClaim(app, t0, 10, s)
+	e.settle(app, s, store.Settlement{Attempts: 1, NextAt: t0, LastError: "boom"})
+	e.waitRetry(app, s, store.Settlement{Attempts: 1, NextAt: t0})
+	e.reopen()
+	if evs := e.wantClaim(app, t0, 10, s); evs[0].Origin != 7 || evs[0].Depth != 2 {
+		t.Fatalf("retried event after a reopen: origin %d, depth %d; want 7, 2", evs[0].Origin, evs[0].Depth)
+	}
+	e.settle(app, s, store.Settlement{Dead: true, Attempts: 2, NextAt: t0, LastError: "dead"})
+	e.waitDead(app, s)
+	if err := e.st.ReplayEvent(e.ctx, app, s, t0); err != nil {
+		t.Fatal(err)
+	}
+	if evs := e.wantClaim(app, t0, 10, s); evs[0].Origin != 0 || evs[0].Depth != 2 {
+		t.Fatalf("replayed event: origin %d, depth %d; want 0, 2", evs[0].Origin, evs[0].Depth)
 	}
 }
 
