@@ -178,8 +178,13 @@ func (ar *appRunner) run(ctx context.Context, app *appState, be Backend, evs []s
 		}()
 		for i, ev := range evs {
 			if ctx.Err() != nil {
-				// Stopped: the events not started go back as they were.
+				// Stopped by a deploy: the events not started go back as
+				// they were. A server stopping leaves them to the store,
+				// which ends its leases when it closes.
 				for _, ev := range evs[i:] {
+					if ar.r.ctx.Err() != nil {
+						break
+					}
 					ar.r.e.settle(ar, ev.Seq, giveBack(ev))
 				}
 				return
