@@ -29,6 +29,7 @@ const (
 	minRunTimeout  = time.Second
 	maxRunTimeout  = time.Hour
 	maxMaxAttempts = 100
+	maxFanOut      = 100000
 )
 
 // durationText is "<n>s|m|h", the one duration syntax of config.
@@ -43,6 +44,7 @@ func (b *Backend) readConfig(ctx context.Context) (engine.BackendConfig, error) 
 	cfg.OnChange.Concurrency = engine.DefaultConcurrency
 	cfg.OnChange.Timeout = engine.DefaultRunTimeout
 	cfg.OnChange.MaxAttempts = engine.DefaultMaxAttempts
+	cfg.OnChange.FanOut = engine.DefaultFanOut
 	cfg.Fetch.Timeout = engine.DefaultFetchTimeout
 	cfg.Fetch.MaxBytes = engine.DefaultFetchMaxBytes
 	err := b.tick.Value(ctx, "config", func(vm *jsvm.VM, v goja.Value) error {
@@ -165,8 +167,14 @@ func (r configReader) onChange(v goja.Value, cfg *engine.BackendConfig) error {
 				return r.fail(field, "is %s; write a whole number from 1 to %d, e.g. maxAttempts: %d", describe(val), maxMaxAttempts, engine.DefaultMaxAttempts)
 			}
 			cfg.OnChange.MaxAttempts = n
+		case "fanOut":
+			n, ok := integer(val)
+			if !ok || n < 1 || n > maxFanOut {
+				return r.fail(field, "is %s; write a whole number from 1 to %d, e.g. fanOut: %d (the writes onChange may make, in all, for one write)", describe(val), maxFanOut, engine.DefaultFanOut)
+			}
+			cfg.OnChange.FanOut = n
 		default:
-			return r.fail(field, "is not a setting; onChange has concurrency, timeout and maxAttempts")
+			return r.fail(field, "is not a setting; onChange has concurrency, timeout, maxAttempts and fanOut")
 		}
 	}
 	return nil

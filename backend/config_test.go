@@ -13,7 +13,7 @@ func TestConfigDefaults(t *testing.T) {
 	b := e.compile(`export async function onChange(event, ctx) {}`)
 	cfg := b.Config()
 	if cfg.Scheduled.Interval != 0 || cfg.Scheduled.Timeout != engine.DefaultRunTimeout || cfg.OnChange.Concurrency != engine.DefaultConcurrency ||
-		cfg.OnChange.Timeout != engine.DefaultRunTimeout || cfg.OnChange.MaxAttempts != engine.DefaultMaxAttempts {
+		cfg.OnChange.Timeout != engine.DefaultRunTimeout || cfg.OnChange.MaxAttempts != engine.DefaultMaxAttempts || cfg.OnChange.FanOut != engine.DefaultFanOut {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	if !b.Has("onChange") || b.Has("scheduled") || b.Has("fetch") || b.Has("config") {
@@ -53,8 +53,13 @@ export async function scheduled() {}`)
 			t.Errorf("%s: got %+v", c.config, cfg)
 		}
 	}
+	b := e.compile(`export const config = { onChange: { fanOut: 5000 } }
+export async function onChange() {}`)
+	if cfg := b.Config(); cfg.OnChange.FanOut != 5000 {
+		t.Errorf("fanOut: got %+v", cfg)
+	}
 	// A tick's run limit is its own, whatever onChange's is.
-	b := e.compile(`export const config = { scheduled: { interval: "1m", timeout: "2m" }, onChange: { timeout: "5s" } }
+	b = e.compile(`export const config = { scheduled: { interval: "1m", timeout: "2m" }, onChange: { timeout: "5s" } }
 export async function scheduled() {}`)
 	if cfg := b.Config(); cfg.Scheduled.Timeout != 2*time.Minute || cfg.OnChange.Timeout != 5*time.Second {
 		t.Errorf("scheduled timeout: got %+v", cfg)
@@ -92,7 +97,10 @@ func TestConfigRefused(t *testing.T) {
 		{`{ onChange: { timeout: () => 5 } }`, []string{`config.onChange.timeout is a function`}},
 		{`{ onChange: { maxAttempts: 0 } }`, []string{"config.onChange.maxAttempts is 0", "from 1 to 100"}},
 		{`{ onChange: { maxAttempts: 101 } }`, []string{"config.onChange.maxAttempts is 101"}},
-		{`{ onChange: { retries: 3 } }`, []string{"config.onChange.retries is not a setting", "concurrency, timeout and maxAttempts"}},
+		{`{ onChange: { fanOut: 0 } }`, []string{"config.onChange.fanOut is 0", "from 1 to 100000", "fanOut: 100"}},
+		{`{ onChange: { fanOut: 100001 } }`, []string{"config.onChange.fanOut is 100001"}},
+		{`{ onChange: { fanOut: "all" } }`, []string{`config.onChange.fanOut is "all"`}},
+		{`{ onChange: { retries: 3 } }`, []string{"config.onChange.retries is not a setting", "concurrency, timeout, maxAttempts and fanOut"}},
 	}
 	for _, c := range cases {
 		t.Run(c.config, func(t *testing.T) {

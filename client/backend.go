@@ -43,6 +43,8 @@ type Schedule struct {
 	Duration    string     `json:"duration,omitempty"`
 	LastError   string     `json:"lastError,omitempty"`
 	LoopStopped int64      `json:"loopStopped"`
+	// FanOutStopped counts onChange writes refused by the fan-out budget.
+	FanOutStopped int64 `json:"fanOutStopped"`
 }
 
 func afterQuery(after int64, limit int) url.Values {

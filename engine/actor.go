@@ -21,6 +21,10 @@ type Actor struct {
 	// Depth counts the onChange runs that led to this write: the loop
 	// guard stops delivering events past MaxEventDepth.
 	Depth int
+	// Origin is the seq of the write whose chain of onChange runs made
+	// this write, which spends the chain's fan-out budget; 0 for a write
+	// that starts a chain.
+	Origin int64
 }
 
 func (a Actor) writer() store.Writer {

@@ -50,6 +50,9 @@ type BackendConfig struct {
 		Concurrency int           // batches run at once; default 4
 		Timeout     time.Duration // run limit of one event; default 15 min
 		MaxAttempts int           // deliveries before an event is dead; default 10
+		// FanOut bounds the writes that onChange runs make, in all, for
+		// one originating write; default DefaultFanOut.
+		FanOut int
 	}
 	// Fetch limits the handlers' outbound HTTP (the global fetch).
 	Fetch struct {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -48,8 +50,16 @@ func (ar *appRunner) deliver() {
 	}
 	poll := time.NewTicker(every)
 	defer poll.Stop()
+	defer func() {
+		if ar.stopOld != nil {
+			ar.stopOld()
+		}
+	}()
 	for {
 		app, be, err := ar.current()
+		if err == nil {
+			ar.follow(app)
+		}
 		if err == nil && be != nil && be.Has("onChange") {
 			// Sleep until the next retry falls due, unless woken first.
 			// While every slot is taken there is nothing to look up: the
@@ -77,6 +87,21 @@ func (ar *appRunner) deliver() {
 		case <-poll.C:
 		}
 	}
+}
+
+// follow keeps the runs' context with the app's live code. A deploy or
+// a rollback stops the runs of the version it replaces, however long
+// their run limit: that code is no longer the app's. Their events go
+// back and run again with the new code (deliverOne).
+func (ar *appRunner) follow(app *appState) {
+	if ar.runs != nil && sameCode(ar.code, app.code) {
+		return
+	}
+	if ar.stopOld != nil {
+		ar.stopOld()
+	}
+	ar.code = app.code
+	ar.runs, ar.stopOld = context.WithCancel(ar.r.ctx)
 }
 
 // claim starts batches while there are free slots and due events. It
@@ -113,11 +138,12 @@ func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 			return false
 		}
 		short := len(evs) < want
+		evs = ar.interrupted(app, be, evs)
 		// In seq order, batchSize at a time: as if each batch had been
 		// claimed on its own, one after another.
 		for len(evs) > 0 {
 			n := min(batchSize, len(evs))
-			ar.run(app, be, evs[:n:n])
+			ar.run(ar.runs, app, be, evs[:n:n])
 			evs = evs[n:]
 		}
 		if short {
@@ -129,9 +155,8 @@ func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 }
 
 // run delivers one batch in a slot of its own, its events one after
-// another.
-func (ar *appRunner) run(app *appState, be Backend, evs []store.Event) {
-	ctx := ar.r.ctx
+// another, until ctx ends.
+func (ar *appRunner) run(ctx context.Context, app *appState, be Backend, evs []store.Event) {
 	ar.mu.Lock()
 	ar.inflight++
 	ar.mu.Unlock()
@@ -145,18 +170,57 @@ func (ar *appRunner) run(app *appState, be Backend, evs []store.Event) {
 			ar.starved = false
 			ar.mu.Unlock()
 			// Only a claim that stopped for want of a slot left events
-			// behind; retries set their own wake-ups.
-			if starved {
+			// behind, or a deploy that gave them back; retries set their
+			// own wake-ups.
+			if starved || ctx.Err() != nil && ar.r.ctx.Err() == nil {
 				signal(ar.wake)
 			}
 		}()
-		for _, ev := range evs {
+		for i, ev := range evs {
 			if ctx.Err() != nil {
-				return // shutting down: the outbox keeps it for the next start
+				// Stopped by a deploy: the events not started go back as
+				// they were. A server stopping leaves them to the store,
+				// which ends its leases when it closes.
+				for _, ev := range evs[i:] {
+					if ar.r.ctx.Err() != nil {
+						break
+					}
+					ar.r.e.settle(ar, ev.Seq, giveBack(ev))
+				}
+				return
 			}
-			ar.deliverOne(app, be, ev)
+			ar.deliverOne(ctx, app, be, ev)
 		}
 	}()
+}
+
+// giveBack is the settlement of a claimed event that did not run, or
+// whose run the server stopped: it is due again at once, with the
+// attempts it had. Not the event's failure, so it costs no attempt.
+func giveBack(ev store.Event) store.Settlement {
+	return store.Settlement{Attempts: ev.Attempts, NextAt: ev.NextAt, LastError: ev.LastError}
+}
+
+// errInterrupted is the failure of a run that never ended: the server
+// running it stopped mid-run.
+var errInterrupted = errors.New("the server stopped while this run was in flight (it crashed, was killed or lost power); " +
+	"if every attempt ends so, this onChange may be what brings the server down")
+
+// interrupted settles the claimed events whose last run never ended, and
+// returns the others. That run counts as a failed attempt (DESIGN §4):
+// an event whose handler brings the server down is not run again at once
+// after each restart, but backs off like any failure and is parked as
+// dead after maxAttempts, while the server goes on with other work.
+func (ar *appRunner) interrupted(app *appState, be Backend, evs []store.Event) []store.Event {
+	rest := evs[:0]
+	for _, ev := range evs {
+		if ev.Interrupted {
+			ar.failed(app, be, ev, ev.Attempts, errInterrupted)
+		} else {
+			rest = append(rest, ev)
+		}
+	}
+	return rest
 }
 
 // changeEvent builds onChange's event from an outbox entry: the document
@@ -171,10 +235,23 @@ func changeEvent(ev store.Event) ChangeEvent {
 	return ce
 }
 
-func (ar *appRunner) deliverOne(app *appState, be Backend, ev store.Event) {
-	e, ctx := ar.r.e, ar.r.ctx
+func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be Backend, ev store.Event) {
+	e := ar.r.e
 	e.activity.Add(1)
 	defer e.activity.Add(1)
+	// The attempt counts before the handler runs: a run that takes the
+	// server down with it is still a failed attempt on restart.
+	if err := e.st.StartEvent(ctx, ar.id, ev.Seq); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return // the lease ran out and another runner has the event
+		}
+		if ctx.Err() == nil {
+			e.log.Error("starting an onChange run", "app", ar.ref, "seq", ev.Seq, "err", err)
+		}
+		// The mark may have landed even so: this settles it away.
+		e.settle(ar, ev.Seq, giveBack(ev))
+		return
+	}
 	start := e.clock.Now()
 	if e.observe != nil && ev.Attempts == 0 {
 		e.observe(start.Sub(ev.Rev.Time))
@@ -183,17 +260,35 @@ func (ar *appRunner) deliverOne(app *appState, be Backend, ev store.Event) {
 	// deeper for the loop guard.
 	// The admin's writes are the admin's: the flag is not stored with the
 	// revision, but the admin user is the only one that has it.
+	// Its writes belong to the chain of the event's write (the fan-out
+	// budget), which starts there unless that write was in one.
+	origin := ev.Origin
+	if origin == 0 {
+		origin = ev.Seq
+	}
 	hc := &handlerCtx{e: e, app: app, actor: Actor{User: ev.Rev.Writer.User, Device: ev.Rev.Writer.Device,
-		Admin: ev.Rev.Writer.User == AdminUser && ev.Rev.Writer.Device == "", Handler: "onChange", Depth: ev.Depth + 1}}
+		Admin: ev.Rev.Writer.User == AdminUser && ev.Rev.Writer.Device == "", Handler: "onChange", Depth: ev.Depth + 1, Origin: origin}}
 	err := be.OnChange(ctx, changeEvent(ev), hc)
-	attempts := ev.Attempts + 1
 	if err == nil {
 		e.settle(ar, ev.Seq, store.Settlement{Ack: true})
 		return
 	}
 	if ctx.Err() != nil {
+		// The server stopped the run, not the handler: no attempt lost.
+		e.settle(ar, ev.Seq, giveBack(ev))
+		if ar.r.ctx.Err() == nil {
+			e.appLog(app, "onChange", "warn", fmt.Sprintf("onChange for %s/%s (seq %d, attempt %d) stopped: a new version of the code was deployed; "+
+				"the event runs again with it, as the same attempt", ev.Rev.DB, ev.Rev.ID, ev.Seq, ev.Attempts+1), fieldsJSON("seq", ev.Seq))
+		}
 		return
 	}
+	ar.failed(app, be, ev, ev.Attempts+1, err)
+}
+
+// failed settles a run that failed, the attempts-th: a retry after the
+// backoff, or dead once out of attempts.
+func (ar *appRunner) failed(app *appState, be Backend, ev store.Event, attempts int, err error) {
+	e := ar.r.e
 	cfg := be.Config().OnChange
 	where := fmt.Sprintf("onChange for %s/%s (seq %d, attempt %d)", ev.Rev.DB, ev.Rev.ID, ev.Seq, attempts)
 	if attempts >= cfg.MaxAttempts {
@@ -214,7 +309,10 @@ func (ar *appRunner) deliverOne(app *appState, be Backend, ev store.Event) {
 
 func (e *Engine) settle(ar *appRunner, seq int64, s store.Settlement) {
 	e.activity.Add(1)
-	if err := e.st.SettleEvent(ar.r.ctx, ar.id, seq, s); err != nil {
+	// Also when the server is stopping: a run it stopped goes back.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ar.r.ctx), 30*time.Second)
+	defer cancel()
+	if err := e.st.SettleEvent(ctx, ar.id, seq, s); err != nil {
 		e.log.Error("settling an onChange event", "app", ar.ref, "seq", seq, "err", err)
 	}
 }

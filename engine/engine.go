@@ -64,6 +64,8 @@ type Engine struct {
 	// loop guard held back since this engine started.
 	loopMu      sync.Mutex
 	loopStopped map[int64]int64
+	// fanOut is the budget of each chain of onChange writes (fanout.go).
+	fanOut fanOut
 	// activity counts commits, claims, handler runs and ticks, so a test on
 	// a virtual clock can tell when everything has come to rest.
 	activity atomic.Uint64

@@ -52,7 +52,8 @@ func (e *Engine) Events(ctx context.Context, a Actor, appRef string, dead bool, 
 }
 
 // ReplayEvent delivers a dead event again, with fresh attempts: the
-// original event, as it was committed.
+// original event, as it was committed. Its onChange writes start a chain
+// of their own, with a fresh fan-out budget.
 func (e *Engine) ReplayEvent(ctx context.Context, a Actor, appRef string, seq int64) error {
 	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
@@ -68,6 +69,7 @@ func (e *Engine) ReplayEvent(ctx context.Context, a Actor, appRef string, seq in
 	if err != nil {
 		return internal(err)
 	}
+	e.forgetChain(app.ID, seq)
 	e.runner.poke(app)
 	return nil
 }
@@ -83,6 +85,9 @@ type ScheduleInfo struct {
 	// LoopStopped counts the app's committed writes whose onChange the
 	// loop guard held back, on this server since it started.
 	LoopStopped int64 `json:"loopStopped"`
+	// FanOutStopped counts the app's onChange writes that the fan-out
+	// budget refused, on this server since it started.
+	FanOutStopped int64 `json:"fanOutStopped"`
 }
 
 // Schedule reports the app's scheduled handler: its interval, last run
@@ -98,6 +103,7 @@ func (e *Engine) Schedule(ctx context.Context, a Actor, appRef string) (Schedule
 	e.loopMu.Lock()
 	info := ScheduleInfo{LoopStopped: e.loopStopped[app.ID]}
 	e.loopMu.Unlock()
+	info.FanOutStopped = e.fanOutStopped(app.ID)
 	if be := app.backend(); be != nil && be.Has("scheduled") {
 		info.Interval = be.Config().Scheduled.Interval.String()
 	}

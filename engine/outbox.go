@@ -23,7 +23,7 @@ func (e *Engine) eventFor(a Actor, app *appState, w *store.Write) (ev *store.Eve
 	if a.Depth > MaxEventDepth {
 		return nil, true
 	}
-	return &store.EventSpec{Depth: a.Depth, NextAt: w.Time}, false
+	return &store.EventSpec{Depth: a.Depth, Origin: a.Origin, NextAt: w.Time}, false
 }
 
 // loopGuarded counts and logs a committed write whose onChange the loop

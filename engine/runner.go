@@ -180,6 +180,12 @@ type appRunner struct {
 	wake   chan struct{} // an event was committed, a slot freed up, or the code changed
 	reload chan struct{} // the code changed: the scheduler re-reads its interval
 
+	// code is the version whose onChange runs are going; stop ends them
+	// when another version goes live. Only the deliverer uses them.
+	code    *appCode
+	runs    context.Context
+	stopOld context.CancelFunc
+
 	mu       sync.Mutex
 	inflight int
 	// starved: a claim found every slot taken, so the next batch to end
@@ -192,6 +198,11 @@ type appRunner struct {
 type tickStatus struct {
 	running bool
 	last    *store.Tick
+}
+
+// sameCode reports whether two loads of an app's code are one version.
+func sameCode(a, b *appCode) bool {
+	return a == b || a != nil && b != nil && a.version == b.version
 }
 
 // current returns the app's state with its live code.

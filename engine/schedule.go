@@ -123,7 +123,7 @@ func (ar *appRunner) stopOnDeploy(code *appCode, stop func(), done <-chan struct
 				return
 			default:
 			}
-			if app, _, err := ar.current(); err == nil && app.code != code && (app.code == nil || code == nil || app.code.version != code.version) {
+			if app, _, err := ar.current(); err == nil && !sameCode(app.code, code) {
 				stop()
 				return
 			}

@@ -89,7 +89,15 @@ func (e *Engine) Delete(ctx context.Context, a Actor, appRef, db, id, ifRev stri
 // conditions, decide, and commit only if the head is still the one read.
 // A head that moved means another writer won the race: read it again and
 // decide again, never overwrite blindly.
-func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id string, deleted bool, body []byte, o PutOptions) (WriteResult, error) {
+func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id string, deleted bool, body []byte, o PutOptions) (res WriteResult, err error) {
+	if err := e.spendFanOut(app, a); err != nil {
+		return WriteResult{}, err
+	}
+	defer func() {
+		if err != nil || res.Existing {
+			e.refundFanOut(app, a) // nothing was written
+		}
+	}()
 	gate := app.gate(db)
 	if gate == nil {
 		if err := e.mayWrite(a, app); err != nil {

@@ -28,6 +28,7 @@ const (
 	Unavailable  Code = "unavailable"  // the server is shutting down or overloaded
 	Internal     Code = "internal"     // a bug or an I/O failure on the server
 	RateLimited  Code = "rate_limited" // too many failed attempts; wait and retry
+	FanOut       Code = "fan_out"      // an onChange chain spent its write budget
 )
 
 // Error is an error with a code and a message that tells the user what to
@@ -81,7 +82,7 @@ func HTTPStatus(code Code) int {
 		return http.StatusBadGateway
 	case Unavailable:
 		return http.StatusServiceUnavailable
-	case RateLimited:
+	case RateLimited, FanOut:
 		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError

@@ -302,6 +302,10 @@ type Write struct {
 type EventSpec struct {
 	// Depth counts how many onChange writes led to this one (loop guard).
 	Depth int
+	// Origin is the seq of the write that started the chain of onChange
+	// writes this one belongs to (the fan-out budget); 0 when the write
+	// started a chain itself.
+	Origin int64
 	// NextAt is when the event may first be delivered.
 	NextAt time.Time
 }
@@ -356,15 +360,24 @@ type Events interface {
 	// also report the end of a lease, when that event falls due again
 	// unless it is settled first.
 	NextEventDue(ctx context.Context, appID int64) (at time.Time, ok bool, err error)
-	// SettleEvent records the outcome of a delivery and ends its lease.
-	// It may become durable after it returns; until then the event stays
-	// leased, so it is never handed out twice by mistake. Losing it in a
-	// crash means one more delivery: at least once.
+	// StartEvent records that a run of a leased event begins: it counts
+	// the attempt and marks the event running, and returns once both
+	// would survive a crash of this process (not necessarily one of the
+	// machine). An event still marked running when a claim hands it out
+	// again — its lease ended, or the store was reopened, without a
+	// settlement — comes back Interrupted: whoever ran it died mid-run.
+	// ErrNotFound when the caller no longer holds the event's lease.
+	StartEvent(ctx context.Context, appID, seq int64) error
+	// SettleEvent records the outcome of a delivery and ends its lease
+	// and its run. It may become durable after it returns; until then the
+	// event stays leased, so it is never handed out twice by mistake.
+	// Losing it in a crash means one more delivery: at least once.
 	SettleEvent(ctx context.Context, appID, seq int64, s Settlement) error
 	// ListEvents lists the app's events, dead or waiting, by seq.
 	ListEvents(ctx context.Context, appID int64, dead bool, afterSeq int64, limit int) ([]Event, error)
 	// ReplayEvent makes a dead event deliverable again with fresh
-	// attempts; ErrNotFound when no dead event has that seq.
+	// attempts, as the start of a chain of its own (Origin 0);
+	// ErrNotFound when no dead event has that seq.
 	ReplayEvent(ctx context.Context, appID, seq int64, now time.Time) error
 	// EventApps lists the apps that have events waiting.
 	EventApps(ctx context.Context) ([]int64, error)
@@ -394,17 +407,23 @@ type Event struct {
 	AppID     int64
 	Seq       int64
 	Depth     int
+	Origin    int64 // as in EventSpec
 	Attempts  int
 	NextAt    time.Time
 	LastError string
 	Dead      bool
-	Rev       Revision
+	// Interrupted is set by a claim when the event's last run started
+	// (StartEvent) and never settled: its runner died mid-run. Attempts
+	// counts that run.
+	Interrupted bool
+	Rev         Revision
 	// Old is the revision the write replaced; nil when the document was
 	// absent or deleted before it.
 	Old *Revision
 }
 
-// Settlement is the outcome of one delivery.
+// Settlement is the outcome of one delivery. A run given back without an
+// outcome (the server stopping) settles with the attempts it found.
 type Settlement struct {
 	Ack       bool // handled: remove the event
 	Dead      bool // out of attempts: park it

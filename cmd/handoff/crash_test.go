@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -352,5 +354,130 @@ func scanIDs(t *testing.T, c *client.Client, app, db string) map[string]bool {
 			return ids
 		}
 		after = page.Next
+	}
+}
+
+// TestPoisonEventCannotCrashLoop: an onChange run that takes the server
+// down with it counts as a failed attempt. Here the server is killed with
+// SIGKILL while the handler waits on an outbound call that never answers.
+// After the restart the event is not run at once: it waits out the
+// backoff while other events are delivered, and once it has brought the
+// server down maxAttempts times it is parked as dead, with the server up.
+func TestPoisonEventCannotCrashLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the poison test restarts a server and waits out a 10 s backoff")
+	}
+	const app = "poison/app"
+	calls := make(chan time.Time, 10)
+	never := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls <- time.Now()
+		select {
+		case <-never:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(never); hang.Close() })
+	backendJS := fmt.Sprintf(`export const config = {
+  onChange: { maxAttempts: 2 },
+  fetch: { allow: [%q], timeout: "5m" },
+};
+export async function onChange(event, ctx) {
+  if (event.dbName === "poison") await fetch(%q);
+  if (event.dbName === "work") await ctx.db.put({ _id: event.docId }, { db: "done", ifAbsent: true });
+}
+`, strings.TrimPrefix(hang.URL, "http://"), hang.URL+"/hang")
+	data, code := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(code, "backend.js"), []byte(backendJS), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--app", app + "=" + code}
+	srv := startServerArgs(t, data, args)
+	tok, err := os.ReadFile(filepath.Join(data, "poison.token"))
+	if err != nil {
+		t.Fatalf("the owner's token: %v\n%s", err, srv.log())
+	}
+	token := strings.TrimSpace(string(tok))
+	ctx := context.Background()
+	c := client.New(srv.url, token)
+	res, err := c.Put(ctx, app, "poison", "p", []byte(`{}`), client.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func() time.Time {
+		t.Helper()
+		select {
+		case at := <-calls:
+			return at
+		case <-time.After(time.Minute):
+			t.Fatalf("the poison event's handler did not run:\n%s", srv.log())
+			return time.Time{}
+		}
+	}
+	crash := func() {
+		t.Helper()
+		if err := srv.cmd.Process.Kill(); err != nil { // SIGKILL
+			t.Fatal(err)
+		}
+		<-srv.done
+		srv = startServerArgs(t, data, args)
+		c = client.New(srv.url, token)
+	}
+	event := func(dead bool, what string, cond func(client.Event) bool) client.Event {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			evs, err := c.Events(ctx, app, dead, 0, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range evs {
+				if ev.Seq == res.Seq && cond(ev) {
+					return ev
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: events %+v\n%s", what, evs, srv.log())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	works := func(id string) {
+		t.Helper()
+		if _, err := c.Put(ctx, app, "work", id, []byte(`{}`), client.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if _, err := c.Get(ctx, app, "done", id); err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the event of work/%s was not delivered:\n%s", id, srv.log())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	call()
+	crash()
+	ev := event(false, "the interrupted run counted", func(ev client.Event) bool { return ev.Attempts == 1 && ev.LastError != "" })
+	if !strings.Contains(ev.LastError, "the server stopped while this run was in flight") {
+		t.Fatalf("lastError %q", ev.LastError)
+	}
+	works("w1")
+	if at := call(); at.Before(ev.NextAt.Add(-time.Second)) {
+		t.Fatalf("the event ran again at %v, before its backoff ended at %v", at, ev.NextAt)
+	}
+	crash()
+	ev = event(true, "the event parked as dead", func(client.Event) bool { return true })
+	if ev.Attempts != 2 || !strings.Contains(ev.LastError, "the server stopped") {
+		t.Fatalf("dead event: %+v", ev)
+	}
+	works("w2")
+	select {
+	case <-calls:
+		t.Fatal("the dead event ran again")
+	default:
 	}
 }

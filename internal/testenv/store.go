@@ -201,6 +201,10 @@ func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool,
 	defer s.enter()()
 	return s.Store.NextEventDue(ctx, appID)
 }
+func (s *Store) StartEvent(ctx context.Context, appID, seq int64) error {
+	defer s.enter()()
+	return s.Store.StartEvent(ctx, appID, seq)
+}
 func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Settlement) error {
 	defer s.enter()()
 	s.queued.Add(1)

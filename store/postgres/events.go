@@ -18,7 +18,7 @@ import (
 // again (at least once). Times are the callers' clocks (the engine's), in
 // nanoseconds, as everywhere in this store.
 
-const eventCols = `e.seq, e.depth, e.attempts, e.next_at, e.dead, e.last_error,
+const eventCols = `e.seq, e.depth, e.origin, e.attempts, e.next_at, e.dead, e.last_error, e.running,
 	r.db, r.id, r.rev, r.deleted, r.body, r.time, r.writer_user, r.writer_device, r.writer_handler, r.path, r.channels,
 	o.seq, o.rev, o.deleted, o.body`
 
@@ -146,6 +146,14 @@ func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool,
 	return fromNanos(at), true, nil
 }
 
+// StartEvent marks the run in the next flush of acks (settle.go), which
+// does not wait for the WAL flush: the mark guards against a crash of
+// this node, and PostgreSQL keeps what it committed when a client dies.
+// It holds while this node holds the lease.
+func (s *Store) StartEvent(ctx context.Context, appID, seq int64) error {
+	return s.ack(ctx, appID, seq, true)
+}
+
 // SettleEvent does not wait for the WAL flush (the contract lets a
 // settlement become durable after it returns: lost in a crash, it costs
 // one more delivery once the lease runs out). Acks share transactions;
@@ -155,12 +163,12 @@ func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool,
 // outcome counts.
 func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Settlement) error {
 	if st.Ack {
-		return s.ack(ctx, appID, seq)
+		return s.ack(ctx, appID, seq, false)
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue("SET LOCAL synchronous_commit = off")
-	b.Queue(`UPDATE events SET attempts = $3, next_at = $4, dead = $5, last_error = $6, lease_until = 0, lease_owner = ''
+	b.Queue(`UPDATE events SET attempts = $3, next_at = $4, dead = $5, last_error = $6, running = false, lease_until = 0, lease_owner = ''
 		WHERE app_id = $1 AND seq = $2 AND lease_owner IN ($7, '')`,
 		appID, seq, st.Attempts, st.NextAt.UnixNano(), st.Dead, pgText(st.LastError), s.node)
 	b.Queue("COMMIT")
@@ -174,7 +182,7 @@ func (s *Store) ListEvents(ctx context.Context, appID int64, dead bool, afterSeq
 }
 
 func (s *Store) ReplayEvent(ctx context.Context, appID, seq int64, now time.Time) error {
-	ct, err := s.pool.Exec(ctx, `UPDATE events SET dead = false, attempts = 0, next_at = $3, last_error = '', lease_until = 0, lease_owner = ''
+	ct, err := s.pool.Exec(ctx, `UPDATE events SET dead = false, attempts = 0, next_at = $3, last_error = '', running = false, origin = 0, lease_until = 0, lease_owner = ''
 		WHERE app_id = $1 AND seq = $2 AND dead`, appID, seq, now.UnixNano())
 	if err != nil {
 		return err
@@ -254,7 +262,7 @@ func scanEvents(appID int64, rows pgx.Rows, err error) ([]store.Event, error) {
 		var oRev, oBody *string
 		var oDeleted *bool
 		r := &ev.Rev
-		if err := row.Scan(&ev.Seq, &ev.Depth, &ev.Attempts, &next, &ev.Dead, &ev.LastError,
+		if err := row.Scan(&ev.Seq, &ev.Depth, &ev.Origin, &ev.Attempts, &next, &ev.Dead, &ev.LastError, &ev.Interrupted,
 			&r.DB, &r.ID, &r.Rev, &r.Deleted, &body, &t, &r.Writer.User, &r.Writer.Device, &r.Writer.Handler, &r.Path, &ch,
 			&oSeq, &oRev, &oDeleted, &oBody); err != nil {
 			return ev, err

@@ -279,6 +279,13 @@ var migrations = []string{
 	// 5: a scheduled tick holds the schedule while it runs, so a node
 	// free at the next interval does not start a tick beside it.
 	`ALTER TABLE tick_leases ADD COLUMN hold_until int8 NOT NULL DEFAULT 0;`,
+
+	// 6: an event whose run started and never settled was interrupted
+	// (its node died mid-run): the attempt counts.
+	`ALTER TABLE events ADD COLUMN running boolean NOT NULL DEFAULT false;`,
+
+	// 7: the write each event's chain of onChange writes started from.
+	`ALTER TABLE events ADD COLUMN origin int8 NOT NULL DEFAULT 0;`,
 }
 
 // migrateLock is the advisory lock key that serialises migrations, so

@@ -2,12 +2,15 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/handoff-run/handoff/store"
 )
 
 // Acks are the most frequent settlement by far (one per delivered
@@ -15,11 +18,13 @@ import (
 // for one row. The acks waiting at one moment share one transaction
 // instead, one DELETE per app, the way Commits share theirs. Each
 // SettleEvent still returns only once its ack is in the database, so
-// nothing reads an acked event back as leased.
+// nothing reads an acked event back as leased. The marks of StartEvent,
+// one per run too, share the same transactions.
 
-// ackReq is one ack waiting for the next flush.
+// ackReq is one ack, or one start of a run, waiting for the next flush.
 type ackReq struct {
 	app, seq int64
+	start    bool
 	done     chan error
 	// taken and dropped are guarded by acker.mu, as for commitReq.
 	taken, dropped bool
@@ -38,10 +43,10 @@ type acker struct {
 }
 
 // ack deletes the settled event (app, seq) in the next flush and waits
-// for it.
-func (s *Store) ack(ctx context.Context, app, seq int64) error {
+// for it; with start, it marks a run of it started instead (StartEvent).
+func (s *Store) ack(ctx context.Context, app, seq int64, start bool) error {
 	a := &s.acks
-	req := &ackReq{app: app, seq: seq, done: make(chan error, 1)}
+	req := &ackReq{app: app, seq: seq, start: start, done: make(chan error, 1)}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -89,32 +94,66 @@ func (s *Store) runAcks() {
 			return
 		}
 		a.mu.Unlock()
-		err := s.flushAcks(batch)
+		started, err := s.flushAcks(batch)
 		for _, r := range batch {
+			if err == nil && r.start && !started[eventKey{r.app, r.seq}] {
+				r.done <- fmt.Errorf("event %d is not leased to this node: %w", r.seq, store.ErrNotFound)
+				continue
+			}
 			r.done <- err
 		}
 	}
 }
 
-// flushAcks deletes a batch of settled events in one transaction that,
-// like every settlement, does not wait for the WAL flush.
-func (s *Store) flushAcks(batch []*ackReq) error {
-	byApp := map[int64][]int64{}
+type eventKey struct{ app, seq int64 }
+
+// flushAcks deletes a batch of settled events and marks the runs started
+// in one transaction that, like every settlement, does not wait for the
+// WAL flush. It returns the runs it marked: those this node still
+// leases.
+func (s *Store) flushAcks(batch []*ackReq) (map[eventKey]bool, error) {
+	type seqs struct{ acks, starts []int64 }
+	byApp := map[int64]*seqs{}
 	var apps []int64
 	for _, r := range batch {
-		if _, ok := byApp[r.app]; !ok {
+		ss := byApp[r.app]
+		if ss == nil {
+			ss = &seqs{}
+			byApp[r.app] = ss
 			apps = append(apps, r.app)
 		}
-		byApp[r.app] = append(byApp[r.app], r.seq)
+		if r.start {
+			ss.starts = append(ss.starts, r.seq)
+		} else {
+			ss.acks = append(ss.acks, r.seq)
+		}
 	}
 	slices.Sort(apps)
+	started := map[eventKey]bool{}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue("SET LOCAL synchronous_commit = off")
 	for _, app := range apps {
-		seqs := byApp[app]
-		slices.Sort(seqs)
-		b.Queue(`DELETE FROM events WHERE app_id = $1 AND seq = ANY($2::int8[])`, app, seqs)
+		ss := byApp[app]
+		if len(ss.acks) > 0 {
+			slices.Sort(ss.acks)
+			b.Queue(`DELETE FROM events WHERE app_id = $1 AND seq = ANY($2::int8[])`, app, ss.acks)
+		}
+		if len(ss.starts) > 0 {
+			slices.Sort(ss.starts)
+			b.Queue(`UPDATE events SET attempts = attempts + 1, running = true
+				WHERE app_id = $1 AND seq = ANY($2::int8[]) AND lease_owner = $3 AND NOT dead RETURNING seq`,
+				app, ss.starts, s.node).Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					var seq int64
+					if err := rows.Scan(&seq); err != nil {
+						return err
+					}
+					started[eventKey{app, seq}] = true
+				}
+				return rows.Err()
+			})
+		}
 	}
 	b.Queue("COMMIT")
 	s.acks.flushes.Add(1)
@@ -123,7 +162,7 @@ func (s *Store) flushAcks(batch []*ackReq) error {
 	// delivery once its lease runs out.
 	ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
 	defer cancel()
-	return s.pool.SendBatch(ctx, b).Close()
+	return started, s.pool.SendBatch(ctx, b).Close()
 }
 
 // ackTimeout bounds one flush of acks (a variable for tests).

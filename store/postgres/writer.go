@@ -75,9 +75,10 @@ const (
 	sqlSaveHeads = sqlNewHeads + ` ON CONFLICT (app_id, db, id) DO UPDATE SET rev = excluded.rev, deleted = excluded.deleted,
 		body_text = excluded.body_text, body = excluded.body, seq = excluded.seq, time = excluded.time,
 		channels = excluded.channels, has_grants = excluded.has_grants`
-	sqlAddEvents = `INSERT INTO events (app_id, seq, depth, next_at)
-		SELECT $1, ` + firstSeq + ` + e.n, e.depth, e.next_at
-		FROM (SELECT unnest($3::int8[]) AS n, unnest($4::int4[]) AS depth, unnest($5::int8[]) AS next_at) e`
+	sqlAddEvents = `INSERT INTO events (app_id, seq, depth, next_at, origin)
+		SELECT $1, ` + firstSeq + ` + e.n, e.depth, e.next_at, e.origin
+		FROM (SELECT unnest($3::int8[]) AS n, unnest($4::int4[]) AS depth, unnest($5::int8[]) AS next_at,
+			unnest($6::int8[]) AS origin) e`
 	sqlDropGrants = `DELETE FROM grants WHERE app_id = $1 AND db = $2 AND doc_id = $3`
 	sqlAddGrants  = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel)
 		SELECT $1, unnest($2::text[]), unnest($3::text[]), unnest($4::text[]), unnest($5::text[]), unnest($6::text[])`
@@ -531,17 +532,18 @@ func queueHeads(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int, 
 
 // queueEvents adds the outbox rows of the accepted writes that have one.
 func queueEvents(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int) {
-	var offsets, nextAt []int64
+	var offsets, nextAt, origins []int64
 	var depths []int32
 	for j, i := range accepted {
 		if ev := batch[i].w.Event; ev != nil {
 			offsets = append(offsets, int64(j)+1)
 			depths = append(depths, int32(ev.Depth))
 			nextAt = append(nextAt, ev.NextAt.UnixNano())
+			origins = append(origins, ev.Origin)
 		}
 	}
 	if len(offsets) > 0 {
-		b.Queue(sqlAddEvents, app, n, offsets, depths, nextAt)
+		b.Queue(sqlAddEvents, app, n, offsets, depths, nextAt, origins)
 	}
 }
 

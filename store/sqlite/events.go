@@ -15,10 +15,10 @@ import (
 // One process owns a SQLite file, so event leases live in memory: a claim
 // costs a read, not a durable write, which keeps commit → onChange fast.
 // After a crash there are no leases, and every unsettled event is due
-// again: at least once.
+// again: at least once. The runs that were in flight count (runs.go).
 type leases struct {
 	mu   sync.Mutex
-	apps map[int64]map[int64]time.Time // app -> seq -> leased until
+	apps map[int64]map[int64]lease // app -> seq -> its lease
 	// scans are per app claim cursors: while an app is not in full mode,
 	// every live event at or below its cursor is held, so a claim reads
 	// only the events above it and skips no held ones on the way.
@@ -30,6 +30,15 @@ type leases struct {
 	// writer: their runs are over, so they do not hold back an exclusive
 	// claim, though they stay held until the outcome is written.
 	settling map[int64]map[int64]bool
+	// runs are the runs in flight and their file (runs.go).
+	runs *runs
+}
+
+// lease is a claim's hold on an event, with the attempts the event had
+// when claimed.
+type lease struct {
+	until    time.Time
+	attempts int
 }
 
 // claimStmts are prepared once: SQLite parses a statement each time it
@@ -41,13 +50,13 @@ type claimStmts struct {
 	byIn  map[int]*sql.Stmt // full events for n seqs (IN with n params)
 }
 
-func (l *leases) held(app int64) map[int64]time.Time {
+func (l *leases) held(app int64) map[int64]lease {
 	if l.apps == nil {
-		l.apps = map[int64]map[int64]time.Time{}
+		l.apps = map[int64]map[int64]lease{}
 	}
 	m := l.apps[app]
 	if m == nil {
-		m = map[int64]time.Time{}
+		m = map[int64]lease{}
 		l.apps[app] = m
 	}
 	return m
@@ -74,19 +83,24 @@ func (l *leases) scan(app int64) *claimScan {
 	return c
 }
 
-// release ends a lease. rescan is set when the event may still be in the
-// outbox and due again (a retry, or an outcome that was not written).
-func (l *leases) release(app, seq int64, rescan bool) {
+// release ends a lease. written is set when its outcome is in the
+// database, which ends the run too. rescan is set when the event may
+// still be in the outbox and due again (a retry, or an outcome that was
+// not written).
+func (l *leases) release(app, seq int64, written, rescan bool) {
 	l.mu.Lock()
 	delete(l.held(app), seq)
 	delete(l.settling[app], seq)
+	if written {
+		l.runs.settled(runKey{app, seq})
+	}
 	if rescan {
 		l.scan(app).full = true
 	}
 	l.mu.Unlock()
 }
 
-const eventCols = `e.seq, e.depth, e.attempts, e.next_at, e.dead, e.last_error,
+const eventCols = `e.seq, e.depth, e.origin, e.attempts, e.next_at, e.dead, e.last_error, e.running,
 	r.db, r.id, r.rev, r.deleted, r.body, r.time, r.user, r.device, r.handler, r.path, r.channels,
 	o.seq, o.rev, o.deleted, o.body`
 
@@ -106,8 +120,8 @@ func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, lim
 func (s *Store) ClaimEventsExclusive(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
 	s.leases.mu.Lock()
 	defer s.leases.mu.Unlock()
-	for seq, until := range s.leases.held(appID) {
-		if until.After(now) && !s.leases.settling[appID][seq] {
+	for seq, l := range s.leases.held(appID) {
+		if l.until.After(now) && !s.leases.settling[appID][seq] {
 			return nil, nil
 		}
 	}
@@ -115,11 +129,11 @@ func (s *Store) ClaimEventsExclusive(ctx context.Context, appID int64, now time.
 }
 
 // claim is ClaimEvents under s.leases.mu.
-func (s *Store) claim(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
+func (s *Store) claim(ctx context.Context, appID int64, now time.Time, limit int, d time.Duration) ([]store.Event, error) {
 	held := s.leases.held(appID)
 	sc := s.leases.scan(appID)
-	for seq, until := range held {
-		if !until.After(now) {
+	for seq, l := range held {
+		if !l.until.After(now) {
 			delete(held, seq)
 			delete(s.leases.settling[appID], seq)
 			sc.full = true
@@ -130,7 +144,7 @@ func (s *Store) claim(ctx context.Context, appID int64, now time.Time, limit int
 	if !sc.full {
 		if evs, ok := s.recent.above(appID, sc.cursor, now.UnixNano(), limit); ok {
 			for _, ev := range evs {
-				held[ev.Seq] = now.Add(lease)
+				held[ev.Seq] = lease{now.Add(d), ev.Attempts}
 			}
 			if len(evs) > 0 {
 				sc.cursor = evs[len(evs)-1].Seq
@@ -170,8 +184,14 @@ func (s *Store) claim(ctx context.Context, appID int64, now time.Time, limit int
 	if err != nil {
 		return nil, err
 	}
-	for _, ev := range out {
-		held[ev.Seq] = now.Add(lease)
+	for i := range out {
+		ev := &out[i]
+		// A run that started and never settled, though its lease ran out:
+		// it was interrupted. The attempt counts.
+		if n, ok := s.leases.runs.live[runKey{appID, ev.Seq}]; ok {
+			ev.Interrupted, ev.Attempts = true, max(ev.Attempts, n)
+		}
+		held[ev.Seq] = lease{now.Add(d), ev.Attempts}
 	}
 	s.recent.passed(appID, pick[len(pick)-1])
 	if !sc.full {
@@ -219,7 +239,7 @@ func (s *Store) seqsAbove(ctx context.Context, appID int64, now time.Time, limit
 // When the scan reached the end of the due events and no live event waits
 // to fall due, every live event it passed is held or picked: the app
 // leaves full mode with its cursor at the last seq seen.
-func (s *Store) dueSeqs(ctx context.Context, appID int64, now time.Time, limit int, held map[int64]time.Time, sc *claimScan) ([]int64, error) {
+func (s *Store) dueSeqs(ctx context.Context, appID int64, now time.Time, limit int, held map[int64]lease, sc *claimScan) ([]int64, error) {
 	c := &s.leases.claim
 	if c.due == nil {
 		// The unary + keeps dead and next_at out of the index choice: the
@@ -340,11 +360,30 @@ func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool,
 	return time.Time{}, false, rows.Err()
 }
 
+// StartEvent records the run in the runs file (runs.go) before it begins.
+func (s *Store) StartEvent(ctx context.Context, appID, seq int64) error {
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	l, ok := s.leases.held(appID)[seq]
+	if !ok {
+		return fmt.Errorf("event %d is not leased: %w", seq, store.ErrNotFound)
+	}
+	return s.leases.runs.start(runKey{appID, seq}, l.attempts+1)
+}
+
 func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Settlement) error {
 	// The lease ends once the outcome is in the database, so the event is
 	// never claimed again in between.
-	release := func(err error) { s.leases.release(appID, seq, err != nil || !st.Ack) }
+	release := func(err error) { s.leases.release(appID, seq, err == nil, err != nil || !st.Ack) }
 	s.leases.mu.Lock()
+	if l, ok := s.leases.runs.live[runKey{appID, seq}]; ok && !st.Ack && st.Attempts < l {
+		// The run is given back: it must not count if the process dies
+		// before the outcome is written.
+		if err := s.leases.runs.void(runKey{appID, seq}); err != nil {
+			s.leases.mu.Unlock()
+			return err
+		}
+	}
 	if _, ok := s.leases.held(appID)[seq]; ok {
 		if s.leases.settling == nil {
 			s.leases.settling = map[int64]map[int64]bool{}
@@ -358,8 +397,10 @@ func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Sett
 	if st.Ack {
 		return s.enqueueAck(appID, seq, release)
 	}
-	return s.enqueue(func(tx *sql.Tx) error {
-		_, err := tx.Exec(`UPDATE events SET attempts = ?, next_at = ?, dead = ?, last_error = ? WHERE app_id = ? AND seq = ?`,
+	// Other outcomes are rare, and may be due at once (a run given back):
+	// the caller may claim the event again as soon as this returns.
+	return s.enqueueWait(func(tx *sql.Tx) error {
+		_, err := tx.Exec(`UPDATE events SET attempts = ?, next_at = ?, dead = ?, last_error = ?, running = 0 WHERE app_id = ? AND seq = ?`,
 			st.Attempts, st.NextAt.UnixNano(), st.Dead, st.LastError, appID, seq)
 		return err
 	}, release)
@@ -371,11 +412,27 @@ func (s *Store) ListEvents(ctx context.Context, appID int64, dead bool, afterSeq
 	if err != nil {
 		return nil, err
 	}
-	return scanEvents(appID, rows)
+	evs, err := scanEvents(appID, rows)
+	// A run in flight counts already, though only the runs file says so.
+	s.leases.mu.Lock()
+	for i := range evs {
+		if n, ok := s.leases.runs.live[runKey{appID, evs[i].Seq}]; ok && !evs[i].Dead {
+			evs[i].Attempts = max(evs[i].Attempts, n)
+		}
+	}
+	s.leases.mu.Unlock()
+	return evs, err
 }
 
 func (s *Store) ReplayEvent(ctx context.Context, appID, seq int64, now time.Time) error {
-	res, err := s.wdb.ExecContext(ctx, `UPDATE events SET dead = 0, attempts = 0, next_at = ?, last_error = '' WHERE app_id = ? AND seq = ? AND dead = 1`,
+	// The attempts start over: no earlier run of it may count on open.
+	s.leases.mu.Lock()
+	err := s.leases.runs.void(runKey{appID, seq})
+	s.leases.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	res, err := s.wdb.ExecContext(ctx, `UPDATE events SET dead = 0, attempts = 0, next_at = ?, last_error = '', running = 0, origin = 0 WHERE app_id = ? AND seq = ? AND dead = 1`,
 		now.UnixNano(), appID, seq)
 	if err != nil {
 		return err
@@ -440,7 +497,7 @@ func scanEvents(appID int64, rows *sql.Rows) ([]store.Event, error) {
 		var oRev, oBody sql.NullString
 		var oDeleted sql.NullBool
 		r := &ev.Rev
-		if err := rows.Scan(&ev.Seq, &ev.Depth, &ev.Attempts, &next, &ev.Dead, &ev.LastError,
+		if err := rows.Scan(&ev.Seq, &ev.Depth, &ev.Origin, &ev.Attempts, &next, &ev.Dead, &ev.LastError, &ev.Interrupted,
 			&r.DB, &r.ID, &r.Rev, &r.Deleted, &body, &t, &r.Writer.User, &r.Writer.Device, &r.Writer.Handler, &r.Path, &ch,
 			&oSeq, &oRev, &oDeleted, &oBody); err != nil {
 			return nil, err

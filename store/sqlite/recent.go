@@ -190,7 +190,7 @@ func (r *recentEvents) earliest(app, cursor int64) (at time.Time, found, ok bool
 // eventOf builds the event of a write the writer applied. It is a hole
 // when the replaced head came from the database, without its body.
 func eventOf(wr *store.Write, seq int64, cur, next *head) recentEvent {
-	ev := store.Event{AppID: wr.AppID, Seq: seq, Depth: wr.Event.Depth, NextAt: time.Unix(0, wr.Event.NextAt.UnixNano()),
+	ev := store.Event{AppID: wr.AppID, Seq: seq, Depth: wr.Event.Depth, Origin: wr.Event.Origin, NextAt: time.Unix(0, wr.Event.NextAt.UnixNano()),
 		Rev: store.Revision{Doc: next.doc, Writer: wr.Writer, Path: wr.Path}}
 	ev.Rev.HasGrants = false
 	if cur.doc.Rev != "" && !cur.doc.Deleted {

@@ -161,6 +161,11 @@ var migrations = []string{
 		data    BLOB NOT NULL,
 		PRIMARY KEY (app_id, version, path)
 	) WITHOUT ROWID;`,
+	// 3: an event whose run started and never settled was interrupted
+	// (the process died mid-run): the attempt counts.
+	`ALTER TABLE events ADD COLUMN running INTEGER NOT NULL DEFAULT 0;`,
+	// 4: the write each event's chain of onChange writes started from.
+	`ALTER TABLE events ADD COLUMN origin INTEGER NOT NULL DEFAULT 0;`,
 }
 
 func migrate(db *sql.DB) error {

@@ -88,8 +88,14 @@ func Open(dir string) (*Store, error) {
 		s.rdb.Close()
 		return nil, err
 	}
+	if s.leases.runs, err = openRuns(wdb, path+runsSuffix); err != nil {
+		s.wdb.Close()
+		s.rdb.Close()
+		return nil, fmt.Errorf("recover the onChange runs of %s: %w", path, err)
+	}
 	w, err := newWriter(wdb)
 	if err != nil {
+		s.leases.runs.close()
 		s.wdb.Close()
 		s.rdb.Close()
 		return nil, err
@@ -116,7 +122,9 @@ func (s *Store) Close() error {
 	s.closeMu.Unlock()
 	<-s.stopped
 	s.reads.close()
-	return errors.Join(s.rdb.Close(), s.wdb.Close())
+	// The runs file keeps the runs that never settled: on the next open
+	// they count, as after a crash.
+	return errors.Join(s.leases.runs.close(), s.rdb.Close(), s.wdb.Close())
 }
 
 var errClosed = errors.New("sqlite store is closed")

@@ -117,7 +117,7 @@ const (
 	sqlCountAdd   = `INSERT INTO grant_counts (app_id, kind, principal, channel, n) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (app_id, kind, principal, channel) DO UPDATE SET n = n + excluded.n RETURNING n`
 	sqlCountDrop = `DELETE FROM grant_counts WHERE app_id = ? AND kind = ? AND principal = ? AND channel = ? AND n <= 0`
-	sqlAddEvent  = `INSERT INTO events (app_id, seq, depth, next_at) VALUES (?, ?, ?, ?)`
+	sqlAddEvent  = `INSERT INTO events (app_id, seq, depth, origin, next_at) VALUES (?, ?, ?, ?, ?)`
 	sqlAddGrant  = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel) VALUES (?, ?, ?, ?, ?, ?)`
 	// sqlAckEvents deletes a transaction's settled events of one app in
 	// one statement; ? is a JSON array of seqs.
@@ -208,6 +208,20 @@ func (s *Store) enqueue(op func(tx *sql.Tx) error, after func(error)) error {
 	}
 	s.writes <- &commitReq{ctx: context.Background(), op: op, after: after}
 	return nil
+}
+
+// enqueueWait is enqueue that returns once the op's transaction is over
+// and after has run.
+func (s *Store) enqueueWait(op func(tx *sql.Tx) error, after func(error)) error {
+	req := &commitReq{ctx: context.Background(), op: op, after: after, done: make(chan commitRes, 1)}
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return errClosed
+	}
+	s.writes <- req
+	s.closeMu.RUnlock()
+	return (<-req.done).err
 }
 
 // enqueueAck queues the deletion of a settled event without waiting.
@@ -366,7 +380,7 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 		}
 	}
 	if ev := wr.Event; ev != nil {
-		if _, err := w.st(sqlAddEvent).Exec(wr.AppID, seq, ev.Depth, ev.NextAt.UnixNano()); err != nil {
+		if _, err := w.st(sqlAddEvent).Exec(wr.AppID, seq, ev.Depth, ev.Origin, ev.NextAt.UnixNano()); err != nil {
 			return commitRes{}, err
 		}
 	}

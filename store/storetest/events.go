@@ -24,7 +24,11 @@ var eventTests = []test{
 	{"ExclusiveClaims", testEventsExclusiveClaims},
 	{"Ack", testEventsAck},
 	{"Retry", testEventsRetry},
+	{"StartCountsTheAttempt", testEventsStart},
+	{"InterruptedAfterLease", testEventsInterrupted},
+	{"InterruptedAfterReopen", testEventsInterruptedReopen},
 	{"DeadAndReplay", testEventsDead},
+	{"ReplayStartsAChain", testEventsReplayOrigin},
 	{"SettledStaySettled", testEventsSettledStaySettled},
 	{"AppsApart", testEventsApps},
 	{"NextEventDue", testEventsNextDue},
@@ -299,6 +303,10 @@ func testEventsWithCommit(t *testing.T, e *env) {
 	}
 }
 
+// originOf is the origin testEventsRevisions gives its i-th write: 0 (a
+// chain of its own) or another seq.
+func originOf(i int) int64 { return int64(i%3) * 1000 }
+
 // testEventsRevisions: an event carries the revision committed with it
 // and Old, the revision it replaced: nil for a create, and for a write
 // over a tombstone.
@@ -322,7 +330,7 @@ func testEventsRevisions(t *testing.T, e *env) {
 				break
 			}
 		}
-		w.Event = &store.EventSpec{Depth: len(ws), NextAt: at}
+		w.Event = &store.EventSpec{Depth: len(ws), Origin: originOf(len(ws)), NextAt: at}
 		ws = append(ws, w)
 		ss = append(ss, e.commit(w))
 	}
@@ -334,8 +342,8 @@ func testEventsRevisions(t *testing.T, e *env) {
 		for k, ev := range evs {
 			i := from + k
 			what := fmt.Sprintf("%s: event of write %d (%s/%s)", what, i, ws[i].DB, ws[i].ID)
-			if ev.Depth != i {
-				t.Fatalf("%s: depth %d, want %d", what, ev.Depth, i)
+			if ev.Depth != i || ev.Origin != originOf(i) {
+				t.Fatalf("%s: depth %d, origin %d; want %d, %d", what, ev.Depth, ev.Origin, i, originOf(i))
 			}
 			wantRev(t, what, ev.Rev, ws[i], ss[i])
 			if j, ok := old[i]; ok {
@@ -567,6 +575,130 @@ func testEventsRetry(t *testing.T, e *env) {
 	e.wantClaim(app, next.Add(time.Hour), 10)
 }
 
+func (e *env) start(app, seq int64) {
+	e.t.Helper()
+	if err := e.st.StartEvent(e.ctx, app, seq); err != nil {
+		e.t.Fatalf("StartEvent(%d): %v", seq, err)
+	}
+}
+
+// claimed commits n events of a new app, due now, and claims them.
+func (e *env) claimed(n int) (app int64, now time.Time, ss []int64) {
+	e.t.Helper()
+	app, now = e.app("alice", "jobs"), e.clk.Now()
+	ss = e.emitN(app, n, now)
+	e.wantClaim(app, now, 10, ss...)
+	return app, now, ss
+}
+
+// wantInterrupted checks that of a claim's events only the one of seq (0
+// for none) comes back interrupted.
+func wantInterrupted(t *testing.T, what string, evs []store.Event, seq int64) {
+	t.Helper()
+	for _, ev := range evs {
+		if ev.Interrupted != (ev.Seq == seq) {
+			t.Fatalf("%s: event %d interrupted = %v; want only event %d interrupted", what, ev.Seq, ev.Interrupted, seq)
+		}
+	}
+}
+
+// testEventsStart: StartEvent counts the attempt at once, durably, for
+// the holder of the lease only; every settlement ends the run, so none
+// of them comes back interrupted.
+func testEventsStart(t *testing.T, e *env) {
+	app := e.app("alice", "jobs")
+	t0 := e.clk.Now()
+	ss := e.emitN(app, 4, t0)
+	if err := e.st.StartEvent(e.ctx, app, ss[0]); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("StartEvent of an event nobody claimed = %v, want ErrNotFound", err)
+	}
+	wantInterrupted(t, "first claim", e.wantClaim(app, t0, 10, ss...), 0)
+	for _, s := range ss[:3] {
+		e.start(app, s)
+	}
+	// Counted while the runs go on.
+	for _, s := range ss[:3] {
+		wantState(t, fmt.Sprintf("running event %d", s), find(e.listEvents(app, false), s), 1, "", t0)
+	}
+	wantState(t, "claimed event not started", find(e.listEvents(app, false), ss[3]), 0, "", t0)
+
+	e.settle(app, ss[0], store.Settlement{Ack: true})
+	retry := store.Settlement{Attempts: 1, NextAt: t0.Add(10 * time.Second), LastError: "boom"}
+	e.settle(app, ss[1], retry)
+	// A run the server stopped goes back with the attempts it had.
+	back := store.Settlement{Attempts: 0, NextAt: t0}
+	e.settle(app, ss[2], back)
+	e.settle(app, ss[3], back)
+	e.waitGone(app, ss[0])
+	e.waitRetry(app, ss[1], retry)
+	e.waitRetry(app, ss[2], back)
+	e.waitDue(app, t0)
+	evs := e.wantClaim(app, t0, 10, ss[2], ss[3])
+	e.wantClaim(app, retry.NextAt, 10, ss[1])
+	wantInterrupted(t, "claim of events given back", evs, 0)
+	for _, ev := range evs {
+		wantState(t, fmt.Sprintf("event %d given back", ev.Seq), &ev, 0, "", t0)
+	}
+	e.settle(app, ss[1], store.Settlement{Ack: true})
+	e.settle(app, ss[3], store.Settlement{Ack: true})
+	// Dead and replayed: a fresh start.
+	e.start(app, ss[2])
+	e.settle(app, ss[2], store.Settlement{Dead: true, Attempts: 1, NextAt: t0, LastError: "gave up"})
+	e.waitDead(app, ss[2])
+	if err := e.st.StartEvent(e.ctx, app, ss[2]); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("StartEvent of a dead event = %v, want ErrNotFound", err)
+	}
+	r := t0.Add(time.Hour)
+	if err := e.st.ReplayEvent(e.ctx, app, ss[2], r); err != nil {
+		t.Fatal(err)
+	}
+	evs = e.wantClaim(app, r, 1, ss[2])
+	wantInterrupted(t, "claim of a replayed event", evs, 0)
+	wantState(t, "replayed event", &evs[0], 0, "", r)
+}
+
+// testEventsInterrupted: an event whose run started and never settled
+// comes back from the claim after its lease as interrupted, its attempt
+// counted; the events claimed with it that never started come back as
+// they were. Once settled, it is an ordinary event again.
+func testEventsInterrupted(t *testing.T, e *env) {
+	app, t0, ss := e.claimed(3)
+	e.start(app, ss[0])
+	// A second run: the first was retried at once.
+	e.settle(app, ss[0], store.Settlement{Attempts: 1, NextAt: t0, LastError: "boom"})
+	e.waitDue(app, t0)
+	e.wantClaim(app, t0, 10, ss[0])
+	e.start(app, ss[0])
+	e.wantClaim(app, t0.Add(lease-time.Nanosecond), 10)
+
+	t1 := t0.Add(lease)
+	evs := e.wantClaim(app, t1, 10, ss...)
+	wantInterrupted(t, "claim after the lease", evs, ss[0])
+	wantState(t, "interrupted event", &evs[0], 2, "boom", t0)
+	wantState(t, "event never started", &evs[1], 0, "", t0)
+
+	retry := store.Settlement{Attempts: 2, NextAt: t1.Add(20 * time.Second), LastError: "interrupted"}
+	e.settle(app, ss[0], retry)
+	e.waitRetry(app, ss[0], retry)
+	e.wantClaim(app, retry.NextAt.Add(-time.Nanosecond), 10)
+	evs = e.wantClaim(app, retry.NextAt, 10, ss[0])
+	wantInterrupted(t, "claim of the settled event", evs, 0)
+	wantState(t, "interrupted event retried", &evs[0], 2, "interrupted", retry.NextAt)
+}
+
+// testEventsInterruptedReopen: the mark of a started run survives a
+// reopen, which ends every lease: the event comes back interrupted at
+// once, the others claimed with it as they were.
+func testEventsInterruptedReopen(t *testing.T, e *env) {
+	app, t0, ss := e.claimed(3)
+	e.start(app, ss[1])
+	e.reopen()
+	evs := e.wantClaim(app, t0, 10, ss...)
+	wantInterrupted(t, "claim after a reopen", evs, ss[1])
+	wantState(t, "interrupted event", &evs[1], 1, "", t0)
+	wantState(t, "event never started", &evs[0], 0, "", t0)
+}
+
 // testEventsDead: a dead event is parked, listed as dead, never handed
 // out, until ReplayEvent makes it deliverable with fresh attempts.
 // ReplayEvent of anything but a dead event of the app is ErrNotFound.
@@ -625,6 +757,31 @@ func testEventsDead(t *testing.T, e *env) {
 	}
 	if err := e.st.ReplayEvent(e.ctx, app, s1, r); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("second ReplayEvent: %v, want ErrNotFound", err)
+	}
+}
+
+// testEventsReplayOrigin: an event keeps the origin of its chain through
+// claims, retries and reopens; a replay makes it a chain of its own.
+func testEventsReplayOrigin(t *testing.T, e *env) {
+	app := e.app("alice", "jobs")
+	t0 := e.clk.Now()
+	w := e.over(app, "jobs", "x", `{}`)
+	w.Event = &store.EventSpec{Depth: 2, Origin: 7, NextAt: t0}
+	s := e.commit(w)
+	e.wantClaim(app, t0, 10, s)
+	e.settle(app, s, store.Settlement{Attempts: 1, NextAt: t0, LastError: "boom"})
+	e.waitRetry(app, s, store.Settlement{Attempts: 1, NextAt: t0})
+	e.reopen()
+	if evs := e.wantClaim(app, t0, 10, s); evs[0].Origin != 7 || evs[0].Depth != 2 {
+		t.Fatalf("retried event after a reopen: origin %d, depth %d; want 7, 2", evs[0].Origin, evs[0].Depth)
+	}
+	e.settle(app, s, store.Settlement{Dead: true, Attempts: 2, NextAt: t0, LastError: "dead"})
+	e.waitDead(app, s)
+	if err := e.st.ReplayEvent(e.ctx, app, s, t0); err != nil {
+		t.Fatal(err)
+	}
+	if evs := e.wantClaim(app, t0, 10, s); evs[0].Origin != 0 || evs[0].Depth != 2 {
+		t.Fatalf("replayed event: origin %d, depth %d; want 0, 2", evs[0].Origin, evs[0].Depth)
 	}
 }
 

@@ -50,7 +50,8 @@ export function operationsView(root, { app, ref }) {
       h("dt", {}, "Runs"), h("dd", {}, "every " + sch.interval + (sch.running ? " — running now" : "")),
       h("dt", {}, "Last tick"), h("dd", { id: "last-tick" }, sch.lastRun ? [clock(sch.lastRun), " (", timeCell(sch.lastRun), ")", sch.duration ? `, took ${sch.duration}` : ""] : "not yet"),
       h("dt", {}, "Last error"), h("dd", { id: "tick-error", class: sch.lastError ? "bad" : "good" }, sch.lastError || "none: the last tick succeeded"),
-      sch.loopStopped ? [h("dt", {}, "Loop guard"), h("dd", { class: "bad" }, `${sch.loopStopped} event(s) not delivered: handler writes nested too deep`)] : null));
+      sch.loopStopped ? [h("dt", {}, "Loop guard"), h("dd", { class: "bad" }, `${sch.loopStopped} event(s) not delivered: handler writes nested too deep`)] : null,
+      sch.fanOutStopped ? [h("dt", {}, "Fan-out budget"), h("dd", { class: "bad" }, `${sch.fanOutStopped} onChange write(s) refused: too many writes followed from one write (config.onChange.fanOut)`)] : null));
   };
 
   const eventTable = (events, isDead) => h("div", { class: "scroll" }, h("table", { class: "events" },
