@@ -20,7 +20,7 @@ type Gate struct {
 	slots   int
 	free    int
 	held    map[string]int
-	waiters []*waiter // in arrival order
+	waiters []*waiter         // in arrival order
 	grants  uint64            // slots handed out so far
 	last    map[string]uint64 // grants when each waiting group last got one
 }
