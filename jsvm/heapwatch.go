@@ -86,10 +86,11 @@ type heapWatch struct {
 
 // watchState is what the watchdog knows of one VM's current call.
 type watchState struct {
-	gen     uint64 // call generation the base belongs to; 0: not measuring
-	base    uint64 // lowest heap size seen during the call
-	charged uint64 // this call's share of the growth seen while it ran
-	allocs  uint64 // the VM's bigAllocs at the last tick
+	gen       uint64 // call generation the base belongs to; 0: not measuring
+	base      uint64 // lowest heap size seen during the call
+	charged   uint64 // this call's share of the growth seen while it ran
+	allocs    uint64 // the VM's bigAllocs at the last tick
+	doublings int    // ticks in a row in which charged at least doubled
 }
 
 // suspect is a call, or the calls of one pool, charged past a limit.
@@ -254,8 +255,10 @@ func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 		}
 		runs = append(runs, running{vm, st, g, allocing, fresh})
 	}
+	var doublers []*running
 	for i := range runs {
 		r := &runs[i]
+		before := r.st.charged
 		switch {
 		case payers > 0:
 			if r.allocing {
@@ -269,6 +272,24 @@ func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 		// a long call that makes garbage as it goes would be charged every
 		// rise and never a fall.
 		r.st.charged = min(r.st.charged, heap-min(heap, r.st.base))
+		// A call whose memory doubles tick after tick (a string doubled
+		// in a loop) passes any limit within a few doublings, each one a
+		// single allocation and copy that nothing can stop halfway, and
+		// the copies stall the watchdog itself. Once it has doubled
+		// twice in a row past half its limit, its next doubling would
+		// pass the limit: it is stopped now.
+		switch {
+		case r.st.charged >= 2*before && r.st.charged > before:
+			r.st.doublings++
+		case r.st.charged > before:
+			r.st.doublings = 0
+		}
+		if r.fresh {
+			r.st.doublings = 0
+		}
+		if r.st.doublings >= 2 && r.st.charged > uint64(r.vm.opts.HeapLimit)/2 {
+			doublers = append(doublers, r)
+		}
 	}
 
 	// The call charged the most, and each pool whose calls together are
@@ -295,6 +316,9 @@ func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 	}
 	if top != nil {
 		suspects = append(suspects, suspect{calls: []call{{top.vm, top.g}}, base: top.st.base, charged: top.st.charged, limit: uint64(top.vm.opts.HeapLimit), cause: causeHeap})
+	}
+	for _, r := range doublers {
+		stops = append(stops, suspect{calls: []call{{r.vm, r.g}}, cause: causeHeap})
 	}
 	for _, sp := range pools {
 		if sp.charged > sp.limit {

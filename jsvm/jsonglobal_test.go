@@ -86,22 +86,22 @@ const hostileJSON = `
 export function parseDeep() { try { JSON.parse("[".repeat(3e6)) } catch (e) { return e.name + ": " + e.message } }
 export function parseDeepObject() { try { JSON.parse('{"a":'.repeat(1e5) + "1" + "}".repeat(1e5)) } catch (e) { return e.name + ": " + e.message } }
 export function stringifyDeep() {
-  let a = []; for (let i = 0; i < 100000; i++) a = [a]
+  let a = []; for (let i = 0; i < 20000; i++) a = [a]
   try { JSON.stringify(a) } catch (e) { return e.name + ": " + e.message }
 }
 export function stringifyDeepObject() {
-  let o = {}; for (let i = 0; i < 100000; i++) o = {o}
+  let o = {}; for (let i = 0; i < 20000; i++) o = {o}
   try { JSON.stringify(o, null, 2) } catch (e) { return e.name + ": " + e.message }
 }
 export function stringifyDeepList() {
-  let a = []; for (let i = 0; i < 100000; i++) a = [a]
+  let a = []; for (let i = 0; i < 20000; i++) a = [a]
   try { JSON.stringify(a, []) } catch (e) { return e.name + ": " + e.message }
 }
 export function reviverDeepens() {
-  let deep = []; for (let i = 0; i < 100000; i++) deep = [deep]
+  let deep = []; for (let i = 0; i < 20000; i++) deep = [deep]
   try { JSON.parse("[1, 2]", function (k, v) { if (k === "0") this[1] = deep; return v }) } catch (e) { return e.name + ": " + e.message }
 }
-export function resultDeep() { let a = []; for (let i = 0; i < 100000; i++) a = [a]; return a }
+export function resultDeep() { let a = []; for (let i = 0; i < 20000; i++) a = [a]; return a }
 export function okAfter() { return JSON.stringify(JSON.parse('{"a":[1,{"b":2}]}')) }
 `
 

@@ -19,7 +19,7 @@ export function regexes() {
   return [/(a)\1/.test("aa"), "x1y2".replace(/(?<=x)\d/, "#"), "a,b".split(/(?=,)/), /b/[Symbol.search]("ab"),
     [..."a1b2".matchAll(/(?<d>\d)/g)].map((m) => m.groups.d), RegExp.prototype.exec.name, RegExp.prototype.test.length]
 }
-export function joinDeep() { let a = []; for (let i = 0; i < 100000; i++) a = [a]; try { return String(a).length } catch (e) { return e.name + ": " + e.message } }
+export function joinDeep() { let a = []; for (let i = 0; i < 20000; i++) a = [a]; try { return String(a).length } catch (e) { return e.name + ": " + e.message } }
 export function joinOK() { return [String([1, [2, [3, [4]]]]), [1, [2, 3]].join(";"), [[1], [2]].toLocaleString(), Array.prototype.join.name] }
 `
 
