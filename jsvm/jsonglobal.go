@@ -3,6 +3,8 @@ package jsvm
 import (
 	"fmt"
 	"math"
+	"math/big"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,6 +102,9 @@ func (vm *VM) checkStop() {
 
 // jsParse is JSON.parse(text, reviver).
 func (vm *VM) jsParse(c goja.FunctionCall) goja.Value {
+	if isSymbol(c.Argument(0)) {
+		panic(vm.NewTypeError("Cannot convert a Symbol value to a string"))
+	}
 	text := c.Argument(0).String()
 	v, err := vm.parseJSON([]byte(text))
 	if err != nil {
@@ -164,14 +169,12 @@ func (w *walker) revive(reviver goja.Callable, holder *goja.Object, name string,
 
 func (w *walker) reviveMember(reviver goja.Callable, obj *goja.Object, key string, depth int) {
 	v := w.revive(reviver, obj, key, depth+1)
-	var err error
+	// The spec ignores a property that cannot be deleted or redefined
+	// (the reviver may have frozen it), so the errors are dropped.
 	if goja.IsUndefined(v) {
-		err = obj.Delete(key)
+		_ = obj.Delete(key)
 	} else {
-		err = obj.DefineDataProperty(key, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
-	}
-	if err != nil {
-		panic(err)
+		_ = obj.DefineDataProperty(key, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
 	}
 }
 
@@ -276,11 +279,10 @@ func gapOf(space goja.Value) string {
 		}
 		return strings.Repeat(" ", int(min(f, 10)))
 	case goja.IsString(space):
-		g := space.String()
-		if utf8.RuneCountInString(g) > 10 {
-			g = string([]rune(g)[:10])
+		if js, ok := space.(goja.String); ok && js.Length() > 10 {
+			return js.Substring(0, 10).String() // ten UTF-16 units
 		}
-		return g
+		return space.String()
 	}
 	return ""
 }
@@ -333,6 +335,11 @@ func (s *stringifier) propertyOf(holder *goja.Object, key string, keyVal goja.Va
 			v = o.ToString()
 		case "Boolean", "BigInt":
 			v = vm.ToValue(o.Export())
+		case "Object":
+			if o.ExportType() == bigIntType {
+				// goja's BigInt wrapper has the class of a plain object.
+				panic(vm.NewTypeError("Do not know how to serialize a BigInt"))
+			}
 		case "RawJSON":
 			s.buf = append(s.buf, o.Get("rawJSON").String()...)
 			return true
@@ -376,11 +383,16 @@ func (s *stringifier) propertyOf(holder *goja.Object, key string, keyVal goja.Va
 		}
 		delete(s.path, o)
 	}
-	if s.limit > 0 && len(s.buf) > s.limit {
-		vm.stopRunning(causeHeap)
-		vm.throw(vm.builtins.rangeError, "JSON.stringify: the result would exceed the heap limit")
-	}
+	s.checkSize()
 	return true
+}
+
+// checkSize stops the call once the result outgrows the heap limit.
+func (s *stringifier) checkSize() {
+	if s.limit > 0 && len(s.buf) > s.limit {
+		s.vm.stopRunning(causeHeap)
+		s.vm.throw(s.vm.builtins.rangeError, "JSON.stringify: the result would exceed the heap limit")
+	}
 }
 
 func (s *stringifier) open(c byte) (stepback, sep string) {
@@ -420,6 +432,7 @@ func (s *stringifier) array(o *goja.Object, depth int) {
 		}
 		if !s.property(o, strconv.FormatInt(i, 10), depth) {
 			s.buf = append(s.buf, "null"...)
+			s.checkSize() // holes make output without a value to check it
 		}
 	}
 	s.close(']', stepback, n == 0)
@@ -553,6 +566,8 @@ func (s *stringifier) quoteRune(c rune) {
 		s.buf = utf8.AppendRune(s.buf, c)
 	}
 }
+
+var bigIntType = reflect.TypeOf((*big.Int)(nil))
 
 func isSymbol(v goja.Value) bool {
 	_, ok := v.(*goja.Symbol)

@@ -50,6 +50,9 @@ var jsonCases = []string{
 	`(() => { try { JSON.parse("{bad") } catch (e) { return e.name } })()`,
 	`(() => { try { JSON.parse("") } catch (e) { return e.name } })()`,
 	`JSON.stringify.name + JSON.stringify.length + JSON.parse.name + JSON.parse.length`,
+	`(() => { try { JSON.stringify(Object(1n)) } catch (e) { return e.name } })()`,
+	`(() => { try { JSON.parse(Symbol()) } catch (e) { return e.name } })()`,
+	`JSON.stringify(JSON.parse("[1, 2]", function (k, v) { if (k === "0") Object.defineProperty(this, "1", { value: 7, configurable: false }); return k === "1" ? 8 : v }))`,
 	`Object.keys(JSON).length`,
 }
 
