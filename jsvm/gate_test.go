@@ -194,3 +194,25 @@ func TestGateTakesGroupsInTurn(t *testing.T) {
 		t.Fatalf("the freed slot went to %s, want c", first)
 	}
 }
+
+// TestGatedPoolLoadsOnDemand: a gated pool of 64 runtimes runs the
+// module's top level, the app's own code, once when it is made, and again
+// only for the runtimes its calls need.
+func TestGatedPoolLoadsOnDemand(t *testing.T) {
+	var loads atomic.Int32
+	p := newTestPool(t, "backend.js", `loaded(); export async function f() { return 1 }`, Options{
+		Size: 64, Gate: NewGate(4),
+		Setup: func(vm *VM) error { return vm.Set("loaded", func() { loads.Add(1) }) },
+	})
+	if got := loads.Load(); got != 1 {
+		t.Fatalf("making the pool loaded the module %d times, want 1", got)
+	}
+	for range 3 {
+		if err := p.Do(context.Background(), Call{Export: "f", Group: "app"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := loads.Load(); got != 1 {
+		t.Fatalf("three calls one after another loaded the module %d times in all, want 1", got)
+	}
+}

@@ -12,15 +12,18 @@ import (
 // Pool is a bounded set of runtimes for one Program. Runtimes are made
 // ahead of time so the first write after a deploy does not pay for a
 // module load, and a runtime that was stopped is replaced in the
-// background so the failing call, not the next one, pays for it.
+// background so the failing call, not the next one, pays for it. A gated
+// pool (handlers) makes one ahead and the others when its calls need them.
 type Pool struct {
 	prog *Program
 	opts Options
 
-	// slots holds exactly Size tokens. A token is an idle *VM, or nil for
-	// capacity whose runtime must be made by the borrower (after a
-	// replacement failed, or after Close).
-	slots  chan *VM
+	// idle holds the made runtimes not in use, and spare a token for each
+	// runtime the pool may still make (gated pools, a replacement that
+	// failed, Close): together with the borrowed ones, exactly Size.
+	// Borrowers take a made runtime before making one.
+	idle   chan *VM
+	spare  chan struct{}
 	closed atomic.Bool
 
 	exports []string
@@ -31,8 +34,18 @@ type Pool struct {
 // which is when a deploy wants to hear about it.
 func NewPool(prog *Program, opts Options) (*Pool, error) {
 	p := &Pool{prog: prog, opts: opts.withDefaults()}
-	p.slots = make(chan *VM, p.opts.Size)
-	for i := range p.opts.Size {
+	p.idle = make(chan *VM, p.opts.Size)
+	p.spare = make(chan struct{}, p.opts.Size)
+	eager := p.opts.Size
+	if p.opts.Gate != nil {
+		// A gated pool serves code that may take its time (handlers), up
+		// to hundreds of runs at once: loading that many runtimes now
+		// would run the module's top level, the app's code, as many
+		// times outside the gate. One shows the module loads; the others
+		// are made when first borrowed, under a slot.
+		eager = 1
+	}
+	for i := range eager {
 		vm, err := newVM(prog, &p.opts)
 		if err != nil {
 			p.Close()
@@ -41,7 +54,10 @@ func NewPool(prog *Program, opts Options) (*Pool, error) {
 		if i == 0 {
 			p.exports = vm.exports.Keys()
 		}
-		p.slots <- vm
+		p.idle <- vm
+	}
+	for range p.opts.Size - eager {
+		p.spare <- struct{}{}
 	}
 	return p, nil
 }
@@ -134,7 +150,7 @@ func (p *Pool) with(ctx context.Context, export, group string, d time.Duration, 
 		// stopped at once and cost its runtime.
 		return &CancelError{File: p.prog.filename, Export: export, Err: context.Cause(ctx)}
 	}
-	vm, err := p.get(ctx)
+	vm, err := p.get(ctx, group)
 	if err != nil {
 		if ctx.Err() != nil {
 			return &CancelError{File: p.prog.filename, Export: export, Err: err}
@@ -152,16 +168,19 @@ func (p *Pool) with(ctx context.Context, export, group string, d time.Duration, 
 	return vm.run(ctx, export, d, func() error { return fn(vm) })
 }
 
-func (p *Pool) get(ctx context.Context) (*VM, error) {
+func (p *Pool) get(ctx context.Context, group string) (*VM, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
 	var vm *VM
+	made := true
 	select {
-	case vm = <-p.slots:
+	case vm = <-p.idle:
 	default:
 		select {
-		case vm = <-p.slots:
+		case vm = <-p.idle:
+		case <-p.spare:
+			made = false
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
@@ -170,52 +189,55 @@ func (p *Pool) get(ctx context.Context) (*VM, error) {
 		p.release(vm)
 		return nil, ErrClosed
 	}
-	if vm == nil {
-		var err error
-		if vm, err = newVM(p.prog, &p.opts); err != nil {
-			p.slots <- nil
-			return nil, err
+	if made {
+		return vm, nil
+	}
+	if gate := p.opts.Gate; gate != nil {
+		// Loading runs the module's top level, the app's own code.
+		if !gate.acquire(group, ctx.Done(), func() bool { return ctx.Err() != nil }) {
+			p.spare <- struct{}{}
+			return nil, context.Cause(ctx)
 		}
+		defer gate.release(group)
+	}
+	vm, err := newVM(p.prog, &p.opts)
+	if err != nil {
+		p.spare <- struct{}{}
+		return nil, err
 	}
 	return vm, nil
 }
 
 func (p *Pool) put(vm *VM) {
 	if !vm.broken && !p.closed.Load() {
-		p.slots <- vm
+		p.idle <- vm
 		return
 	}
 	vm.retire()
-	if p.closed.Load() {
-		p.slots <- nil
+	if p.closed.Load() || p.opts.Gate != nil {
+		// A gated pool makes the replacement when a call needs it.
+		p.spare <- struct{}{}
 		return
 	}
-	group := vm.group
 	go func() {
-		// Loading runs the module's top level, the app's code: with a
-		// gate, it takes a slot as the group whose call broke the runtime.
-		if gate := p.opts.Gate; gate != nil {
-			gate.acquire(group, nil, nil)
-			defer gate.release(group)
-		}
 		fresh, err := newVM(p.prog, &p.opts)
 		if err != nil || p.closed.Load() {
 			if fresh != nil {
 				fresh.retire()
 			}
-			p.slots <- nil // the next borrower retries and reports the error
+			p.spare <- struct{}{} // the next borrower retries and reports the error
 			return
 		}
-		p.slots <- fresh
+		p.idle <- fresh
 	}()
 }
 
-// release returns a token without its runtime.
+// release returns a borrowed token without its runtime.
 func (p *Pool) release(vm *VM) {
 	if vm != nil {
 		vm.retire()
 	}
-	p.slots <- nil
+	p.spare <- struct{}{}
 }
 
 // Close stops handing out runtimes; calls already running finish. Idle
@@ -226,10 +248,9 @@ func (p *Pool) Close() {
 	}
 	for {
 		select {
-		case vm := <-p.slots:
-			if vm != nil {
-				vm.retire()
-			}
+		case vm := <-p.idle:
+			vm.retire()
+			p.spare <- struct{}{}
 		default:
 			return
 		}
