@@ -35,7 +35,7 @@ var runaways = []struct {
 	// Alone, the heap guard stops this bomb in ~20ms, well within the
 	// default deadline; a generous one makes sure that under -race and
 	// concurrent writes it is still the heap guard that stops it.
-	{"bomb", "used more than 32 MiB of memory", 5 * time.Second},
+	{"bomb", "used more than 64 MiB of memory", 5 * time.Second},
 }
 
 func TestRunawaysAreRefused(t *testing.T) {

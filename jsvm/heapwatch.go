@@ -53,6 +53,10 @@ const (
 	// reaches gigabytes in the time a forced GC takes.
 	heapHardFactor = 2
 
+	// payerTicks is for how many ticks a big allocation makes its
+	// runtime a payer of the heap's growth.
+	payerTicks = 3
+
 	// DefaultHeapCeiling is the process's heap ceiling unless
 	// SetHeapCeiling changes it.
 	DefaultHeapCeiling = 512 << 20
@@ -86,11 +90,12 @@ type heapWatch struct {
 
 // watchState is what the watchdog knows of one VM's current call.
 type watchState struct {
-	gen       uint64 // call generation the base belongs to; 0: not measuring
-	base      uint64 // lowest heap size seen during the call
-	charged   uint64 // this call's share of the growth seen while it ran
-	allocs    uint64 // the VM's bigAllocs at the last tick
-	doublings int    // ticks in a row in which charged at least doubled
+	gen        uint64 // call generation the base belongs to; 0: not measuring
+	base       uint64 // lowest heap size seen during the call
+	charged    uint64 // this call's share of the growth seen while it ran
+	allocs     uint64 // the VM's bigAllocs at the last tick
+	allocTicks int    // ticks it still counts as a payer
+	doublings  int    // ticks in a row in which charged at least doubled
 }
 
 // suspect is a call, or the calls of one pool, charged past a limit.
@@ -226,8 +231,17 @@ func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 			delete(w.vms, wp) // collected without being retired
 			continue
 		}
+		// A big allocation is counted before it is made, and making it
+		// (zeroing megabytes, on a busy machine) can end ticks later: a
+		// runtime that allocated in the last payerTicks ticks is still a
+		// payer.
 		n := vm.bigAllocs.Load()
-		allocing := n != st.allocs
+		if n != st.allocs {
+			st.allocTicks = payerTicks
+		} else if st.allocTicks > 0 {
+			st.allocTicks--
+		}
+		allocing := st.allocTicks > 0
 		st.allocs = n
 		if allocing {
 			payers++
@@ -287,7 +301,10 @@ func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 		if r.fresh {
 			r.st.doublings = 0
 		}
-		if r.st.doublings >= 2 && r.st.charged > uint64(r.vm.opts.HeapLimit)/2 {
+		// Only when it is the one call running: with others, nothing
+		// says whose growth it was, and an innocent call beside a bomb
+		// could seem to double.
+		if r.st.doublings >= 2 && r.st.charged > uint64(r.vm.opts.HeapLimit)/2 && len(runs) == 1 && payers == 0 {
 			doublers = append(doublers, r)
 		}
 	}

@@ -177,7 +177,7 @@ func TestAllocationGuardsKeepBuiltinsWorking(t *testing.T) {
 
 func TestOptionDefaults(t *testing.T) {
 	o := Options{}.withDefaults()
-	if o.Deadline != 100*time.Millisecond || o.MaxCallStack != 1000 || o.HeapLimit != 32<<20 || o.Size < 1 || o.Now == nil || o.InitDeadline != time.Second {
+	if o.Deadline != 100*time.Millisecond || o.MaxCallStack != 1000 || o.HeapLimit != 64<<20 || o.Size < 1 || o.Now == nil || o.InitDeadline != time.Second {
 		t.Fatalf("defaults: %+v", o)
 	}
 }
@@ -279,7 +279,7 @@ func TestClose(t *testing.T) {
 func TestAllocationGuardOutsideACallThrows(t *testing.T) {
 	vm := testVM(t)
 	_, err := vm.RunString(`"x".repeat(2 ** 30)`)
-	if err == nil || !strings.Contains(err.Error(), "would exceed the heap limit of 32 MiB") {
+	if err == nil || !strings.Contains(err.Error(), "would exceed the heap limit of 64 MiB") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -11,7 +11,7 @@ const (
 	DefaultDeadline     = 100 * time.Millisecond
 	DefaultInitDeadline = time.Second
 	DefaultMaxCallStack = 1000
-	DefaultHeapLimit    = 32 << 20
+	DefaultHeapLimit    = 64 << 20
 )
 
 // Options configure a Pool. The zero value is usable.
@@ -36,7 +36,7 @@ type Options struct {
 
 	// HeapLimit is how many bytes a call may grow the heap by before it is
 	// stopped, and the largest single string or array it may ask for.
-	// Default 32 MiB; negative disables the guard. See heapwatch.go for how
+	// Default 64 MiB; negative disables the guard. See heapwatch.go for how
 	// approximate this is.
 	HeapLimit int64
 
