@@ -78,6 +78,10 @@ func (vm *VM) begin(ctx context.Context, d time.Duration, realTime bool) {
 	if af := vm.opts.AfterFunc; af != nil && !realTime {
 		vm.stopAF = af(d, func() { vm.stop(g, causeDeadline) })
 	} else {
+		vm.stallMark.Store(stalls.at(mono()))
+		// The grace left: at most the deadline again, so a call that
+		// itself causes the stalls (a bomb's copies) is not let run long.
+		vm.grace.Store(-int64(min(d, maxStallGrace)))
 		vm.timer.Reset(d)
 	}
 	if ctx.Done() != nil {
@@ -142,8 +146,19 @@ func (vm *VM) stop(g uint64, cause stopCause) {
 	vm.signal()
 }
 
-// onDeadline is the reusable timer's function.
-func (vm *VM) onDeadline() { vm.stop(vm.active.Load(), causeDeadline) }
+// onDeadline is the reusable timer's function. A call that the runtime
+// froze (stall.go) has its deadline moved on by the time it was frozen.
+func (vm *VM) onDeadline() {
+	g := vm.active.Load()
+	now := stalls.at(mono())
+	if extra := now - vm.stallMark.Load(); extra > 0 && vm.grace.Load()+extra <= 0 {
+		vm.grace.Add(extra)
+		vm.stallMark.Store(now)
+		vm.timer.Reset(time.Duration(extra))
+		return
+	}
+	vm.stop(g, causeDeadline)
+}
 
 // stopRunning is how code on the VM's own goroutine (the allocation
 // guards) stops the current call.

@@ -161,6 +161,7 @@ func (w *heapWatch) loop() {
 			// now either is seen here or sees idle and kicks.
 			w.idle.Store(true)
 			if !w.anyActive() {
+				stalls.park()
 				<-w.kickc
 			}
 			w.idle.Store(false)
@@ -168,6 +169,7 @@ func (w *heapWatch) loop() {
 			t.Reset(heapTick)
 		}
 		<-t.C
+		stalls.tick(mono())
 		if w.check(s) {
 			quiet = 0
 		} else {
@@ -301,10 +303,10 @@ func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 		if r.fresh {
 			r.st.doublings = 0
 		}
-		// Only when it is the one call running: with others, nothing
-		// says whose growth it was, and an innocent call beside a bomb
-		// could seem to double.
-		if r.st.doublings >= 2 && r.st.charged > uint64(r.vm.opts.HeapLimit)/2 && len(runs) == 1 && payers == 0 {
+		// Only when it is the one call running for more than a tick:
+		// with others, nothing says whose growth it was, and an innocent
+		// call beside a bomb could seem to double.
+		if r.st.doublings >= 2 && r.st.charged > uint64(r.vm.opts.HeapLimit)/2 && veterans == 1 && !r.fresh && payers == 0 {
 			doublers = append(doublers, r)
 		}
 	}

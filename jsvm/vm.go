@@ -35,14 +35,18 @@ type VM struct {
 	// loop.go). mu orders every stop against begin and end, so a stop
 	// aimed at one call can never land on the next.
 	mu      sync.Mutex
-	gen     uint64            // call generation, bumped by begin
-	active  atomic.Uint64     // gen of the running call, 0 when idle
-	waiting atomic.Bool       // parked in the event loop, not running JS
-	halted  atomic.Bool       // the running call was stopped; native loops look
-	cause   stopCause         // why the running call was stopped, if it was
-	queue   []func(*VM) error // resumed host callbacks, to run on the VM
-	pending int               // Holds not yet resumed and run
-	wake    chan struct{}     // capacity 1: "look at the queue or the cause"
+	gen     uint64        // call generation, bumped by begin
+	active  atomic.Uint64 // gen of the running call, 0 when idle
+	waiting atomic.Bool   // parked in the event loop, not running JS
+	halted  atomic.Bool   // the running call was stopped; native loops look
+	// stallMark and grace move a real-time deadline past runtime-wide
+	// freezes (stall.go); the timer's goroutine reads and writes them.
+	stallMark atomic.Int64
+	grace     atomic.Int64
+	cause     stopCause         // why the running call was stopped, if it was
+	queue     []func(*VM) error // resumed host callbacks, to run on the VM
+	pending   int               // Holds not yet resumed and run
+	wake      chan struct{}     // capacity 1: "look at the queue or the cause"
 
 	// Touched only on the goroutine that holds the VM.
 	group   string      // the call's Call.Group

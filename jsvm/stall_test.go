@@ -1,0 +1,60 @@
+package jsvm
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dop251/goja"
+)
+
+func TestStallClockCountsLateTicks(t *testing.T) {
+	var s stallClock
+	ms := int64(time.Millisecond)
+	s.tick(1 * ms)
+	s.tick(3 * ms)   // on time
+	s.tick(10 * ms)  // 5 ms late: noise
+	s.tick(110 * ms) // 98 ms late: a stall
+	if got := time.Duration(s.total.Load()); got != 98*time.Millisecond {
+		t.Fatalf("total %v, want 98ms", got)
+	}
+	if got := time.Duration(s.at(200 * ms)); got != 98*time.Millisecond+88*time.Millisecond {
+		t.Fatalf("with a stall under way: %v", got)
+	}
+	s.park()
+	if got := time.Duration(s.at(900 * ms)); got != 98*time.Millisecond {
+		t.Fatalf("parked: %v, want no stall counted", got)
+	}
+}
+
+// TestDeadlineMovesPastStalls: a call frozen by the runtime for a while has
+// its deadline moved on by that while; here the freeze is recorded by the
+// call itself so that the test does not depend on making a real one.
+func TestDeadlineMovesPastStalls(t *testing.T) {
+	p := newTestPool(t, "access.js", `export function busy(ms) {
+  if (ms > 0) frozen(40)
+  const end = Date.now() + Math.abs(ms); while (Date.now() < end) {}
+  return "done"
+}`, Options{Size: 1, Setup: func(vm *VM) error {
+		return vm.Set("frozen", func(ms int64) { stalls.total.Add(ms * int64(time.Millisecond)) })
+	}})
+	// 80 ms of work against a 50 ms deadline, after a 40 ms stall: the
+	// deadline moves to 90 ms and it finishes.
+	if got, err := callJSONDeadline(p, "busy", "80", 50*time.Millisecond); err != nil || got != `"done"` {
+		t.Fatalf("after a stall: %s %v", got, err)
+	}
+	// Without a stall the deadline holds.
+	if _, err := callJSONDeadline(p, "busy", "-80", 50*time.Millisecond); err == nil {
+		t.Fatal("80 ms of work passed a 50 ms deadline without a stall")
+	}
+}
+
+func callJSONDeadline(p *Pool, export, arg string, d time.Duration) (string, error) {
+	var out string
+	err := p.Do(context.Background(), Call{Export: export, Deadline: d, Args: jsonArgs(arg), Result: func(vm *VM, v goja.Value) error {
+		b, err := vm.ToJSON(v)
+		out = string(b)
+		return err
+	}})
+	return out, err
+}
