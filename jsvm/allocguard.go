@@ -80,8 +80,7 @@ func installAllocGuards(vm *VM) error {
 			}
 		case "flat", "flatMap":
 			size = func(c goja.FunctionCall) float64 { return g.flatLength(c.This) * slotBytes }
-		}
-		if name == "concat" {
+		case "concat":
 			size = func(c goja.FunctionCall) float64 {
 				n := g.length(c.This)
 				for _, a := range c.Arguments {

@@ -301,7 +301,6 @@ func (s *stringifier) propertyOf(holder *goja.Object, key string, keyVal goja.Va
 	var v goja.Value
 	if keyVal == nil {
 		v = holder.Get(key)
-		keyVal = vm.ToValue(key)
 	} else {
 		var err error
 		if v, err = vm.builtins.reflectGet(goja.Undefined(), holder, keyVal); err != nil {
@@ -317,13 +316,13 @@ func (s *stringifier) propertyOf(holder *goja.Object, key string, keyVal goja.Va
 			o = v.ToObject(vm.Runtime)
 		}
 		if toJSON, ok := goja.AssertFunction(o.Get("toJSON")); ok {
-			if v, err = toJSON(v, keyVal); err != nil {
+			if v, err = toJSON(v, s.keyValue(key, keyVal)); err != nil {
 				panic(err)
 			}
 		}
 	}
 	if s.replacer != nil {
-		if v, err = s.replacer(holder, keyVal, v); err != nil {
+		if v, err = s.replacer(holder, s.keyValue(key, keyVal), v); err != nil {
 			panic(err)
 		}
 	}
@@ -450,22 +449,8 @@ func (s *stringifier) object(o *goja.Object, depth int) {
 	stepback, sep := s.open('{')
 	empty := true
 	for _, k := range keys {
-		mark := len(s.buf)
-		if empty {
-			s.newline()
-		} else {
-			s.buf = append(s.buf, sep...)
-		}
-		s.quoteGo(k)
-		s.buf = append(s.buf, ':')
-		if s.gap != "" {
-			s.buf = append(s.buf, ' ')
-		}
-		if s.property(o, k, depth) {
-			empty = false
-		} else {
-			s.buf = s.buf[:mark]
-		}
+		mark := s.memberKey(empty, sep, k, nil)
+		s.memberValue(mark, &empty, s.property(o, k, depth))
 	}
 	s.close('}', stepback, empty)
 }
@@ -482,24 +467,50 @@ func (s *stringifier) objectByJSKeys(o *goja.Object, depth int) {
 	empty := true
 	for i := range toLength(list.Get("length")) {
 		k := list.Get(strconv.FormatInt(i, 10))
-		mark := len(s.buf)
-		if empty {
-			s.newline()
-		} else {
-			s.buf = append(s.buf, sep...)
-		}
-		s.quote(k)
-		s.buf = append(s.buf, ':')
-		if s.gap != "" {
-			s.buf = append(s.buf, ' ')
-		}
-		if s.propertyOf(o, "", k, depth) {
-			empty = false
-		} else {
-			s.buf = s.buf[:mark]
-		}
+		mark := s.memberKey(empty, sep, "", k)
+		s.memberValue(mark, &empty, s.propertyOf(o, "", k, depth))
 	}
 	s.close('}', stepback, empty)
+}
+
+// keyValue is the key as a JS value, made only when user code is to see it.
+func (s *stringifier) keyValue(key string, keyVal goja.Value) goja.Value {
+	if keyVal != nil {
+		return keyVal
+	}
+	return s.vm.ToValue(key)
+}
+
+// memberKey writes what comes before a member's value: the separator or
+// the first line's break, the key (jsKey if not nil, else key), the colon.
+// It returns where the member began, to cut it back if its value has no
+// JSON form.
+func (s *stringifier) memberKey(first bool, sep, key string, jsKey goja.Value) int {
+	mark := len(s.buf)
+	if first {
+		s.newline()
+	} else {
+		s.buf = append(s.buf, sep...)
+	}
+	if jsKey != nil {
+		s.quote(jsKey)
+	} else {
+		s.quoteGo(key)
+	}
+	s.buf = append(s.buf, ':')
+	if s.gap != "" {
+		s.buf = append(s.buf, ' ')
+	}
+	return mark
+}
+
+// memberValue keeps a member whose value was written, or cuts it back.
+func (s *stringifier) memberValue(mark int, empty *bool, written bool) {
+	if written {
+		*empty = false
+	} else {
+		s.buf = s.buf[:mark]
+	}
 }
 
 // quote appends a JS string as a JSON string. Lone surrogates, which a Go
