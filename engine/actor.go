@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/handoff-run/handoff/store"
+import (
+	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/store"
+)
 
 // Actor is who makes a call. The HTTP layer builds it from a verified
 // credential; backend handlers build it from server-side state, so no
@@ -9,9 +12,10 @@ type Actor struct {
 	User   string // "" when anonymous
 	Admin  bool
 	Device string
-	// DeviceApp is set when the device is scoped to one app
-	// ("owner/name"): it is refused everywhere else.
-	DeviceApp string
+	// App confines the actor to one app ("owner/name"): set for a device
+	// scoped to the app and for every visitor of the app (Device ""). It
+	// is refused everywhere else.
+	App string
 	// Handler is set only for writes made by the app's own backend
 	// ("onChange", "scheduled", "fetch").
 	Handler string
@@ -50,4 +54,25 @@ func ClientPath(p string) string {
 		return p
 	}
 	return "http"
+}
+
+// Visitor reports whether the actor is a visitor of an app (a user who
+// signed up on the app's page), not a user of the server.
+func (a Actor) Visitor() bool { return a.App != "" && a.Device == "" }
+
+// scoped refuses an actor confined to another app than ref ("" for
+// anything outside every app: app creation, users, devices).
+func (a Actor) scoped(ref string) error {
+	if a.App == "" || a.App == ref {
+		return nil
+	}
+	if a.Visitor() {
+		return &errs.Error{Code: errs.Forbidden, Reason: "visitor of another app",
+			Message: "visitor " + a.User + " may only use " + a.App + "; sign in on the page of the app you mean to use"}
+	}
+	msg := "device " + a.Device + " may only be used with " + a.App
+	if ref != "" {
+		msg += "; add a device for " + ref + " with `handoff device add NAME --app " + ref + "`"
+	}
+	return &errs.Error{Code: errs.Forbidden, Reason: "device scoped to another app", Message: msg}
 }

@@ -39,7 +39,7 @@ func signedIn(a Actor, what string) error {
 		return &errs.Error{Code: errs.Forbidden, Reason: "devices cannot do this",
 			Message: "a device cannot " + what + "; use your own token (HANDOFF_TOKEN) instead of HANDOFF_DEVICE"}
 	}
-	return nil
+	return a.scoped("")
 }
 
 // AddDevice registers a device's public key for the calling user,
@@ -169,5 +169,5 @@ func (e *Engine) AuthenticateDeviceBody(ctx context.Context, cred, method, targe
 	if err != nil {
 		return Actor{}, internal(err)
 	}
-	return Actor{User: u.Name, Admin: u.Admin, Device: d.Name, DeviceApp: d.App}, nil
+	return Actor{User: u.Name, Admin: u.Admin, Device: d.Name, App: d.App}, nil
 }

@@ -39,7 +39,7 @@ func TestDeviceLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.User != "carol" || a.Device != "ci" || a.DeviceApp != "" || a.Admin || a.Handler != "" {
+	if a.User != "carol" || a.Device != "ci" || a.App != "" || a.Admin || a.Handler != "" {
 		t.Fatalf("device actor = %+v", a)
 	}
 	// The device acts for carol (an editor) and the ledger names it.
@@ -167,7 +167,7 @@ func TestScopedDevice(t *testing.T) {
 	e, ctx := f.e, f.ctx
 	k := f.addDevice("alice", "ci", "alice/jobs")
 	a, err := f.signedAs(k, "GET", "/x", "")
-	if err != nil || a.DeviceApp != "alice/jobs" {
+	if err != nil || a.App != "alice/jobs" {
 		t.Fatalf("scoped actor = %+v, %v", a, err)
 	}
 	if _, err := e.Put(ctx, a, "alice/jobs", "jobs", "s1", []byte(`{}`), engine.PutOptions{}); err != nil {

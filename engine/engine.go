@@ -215,12 +215,11 @@ func (e *Engine) grantsChanged(appID int64) {
 	}
 }
 
-// appAs is app for a caller: a device scoped to another app is refused
+// appAs is app for a caller: a device or visitor of another app is refused
 // here, before anything of this app is read or written.
 func (e *Engine) appAs(ctx context.Context, a Actor, ref string) (*appState, error) {
-	if a.DeviceApp != "" && a.DeviceApp != ref {
-		return nil, &errs.Error{Code: errs.Forbidden, Reason: "device scoped to another app",
-			Message: "device " + a.Device + " may only be used with " + a.DeviceApp + "; add a device for " + ref + " with `handoff device add NAME --app " + ref + "`"}
+	if err := a.scoped(ref); err != nil {
+		return nil, err
 	}
 	return e.app(ctx, ref)
 }

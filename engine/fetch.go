@@ -62,7 +62,7 @@ func (e *Engine) Fetch(ctx context.Context, a Actor, appRef string, req FetchReq
 		}
 		return FetchResponse{}, errs.New(errs.NotFound, "app %s has no fetch handler; export async function fetch(request, ctx) from its backend.js to serve /apps/%s/api/", appRef, appRef)
 	}
-	hc := &handlerCtx{e: e, app: app, actor: Actor{User: a.User, Device: a.Device, DeviceApp: a.DeviceApp, Handler: "fetch"}}
+	hc := &handlerCtx{e: e, app: app, actor: Actor{User: a.User, Device: a.Device, App: a.App, Handler: "fetch"}}
 	e.activity.Add(1)
 	defer e.activity.Add(1)
 	resp, err := be.Fetch(ctx, req, hc)

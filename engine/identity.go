@@ -76,6 +76,9 @@ func (e *Engine) RotateToken(ctx context.Context, a Actor, user string) (string,
 		return "", &errs.Error{Code: errs.Forbidden, Reason: "a device credential",
 			Message: "a device credential cannot get tokens; run this with a user token (HANDOFF_TOKEN or handoff login)"}
 	}
+	if err := a.scoped(""); err != nil {
+		return "", err
+	}
 	if a.User == "" || (!a.Admin && a.User != user) {
 		return "", needAdmin(a, "give another user a new token")
 	}
@@ -107,13 +110,16 @@ func (e *Engine) Authenticate(ctx context.Context, token string) (Actor, error) 
 	if err != nil {
 		return Actor{}, internal(err)
 	}
-	return Actor{User: u.Name, Admin: u.Admin}, nil
+	return Actor{User: u.Name, Admin: u.Admin, App: u.App}, nil
 }
 
 // AddUser creates a user and returns the user's first token. Only the
 // admin adds users.
 func (e *Engine) AddUser(ctx context.Context, a Actor, name string) (string, error) {
-	if !a.Admin || a.DeviceApp != "" {
+	if err := a.scoped(""); err != nil {
+		return "", err
+	}
+	if !a.Admin {
 		return "", needAdmin(a, "add users")
 	}
 	if err := ValidUserName(name); err != nil {
@@ -144,7 +150,10 @@ type UserInfo struct {
 // Users lists every user with the apps they own. Only the admin lists
 // users.
 func (e *Engine) Users(ctx context.Context, a Actor) ([]UserInfo, error) {
-	if !a.Admin || a.DeviceApp != "" {
+	if err := a.scoped(""); err != nil {
+		return nil, err
+	}
+	if !a.Admin {
 		return nil, needAdmin(a, "list users")
 	}
 	us, err := e.st.Users(ctx)
@@ -159,9 +168,12 @@ func (e *Engine) Users(ctx context.Context, a Actor) ([]UserInfo, error) {
 	for _, app := range apps {
 		owned[app.Owner] = append(owned[app.Owner], app.Owner+"/"+app.Name)
 	}
-	out := make([]UserInfo, len(us))
-	for i, u := range us {
-		out[i] = UserInfo{Name: u.Name, Admin: u.Admin, Created: u.Created.UTC(), Apps: append([]string{}, owned[u.Name]...)}
+	out := make([]UserInfo, 0, len(us))
+	for _, u := range us {
+		if u.App != "" {
+			continue // a visitor belongs to its app, not to the server's users
+		}
+		out = append(out, UserInfo{Name: u.Name, Admin: u.Admin, Created: u.Created.UTC(), Apps: append([]string{}, owned[u.Name]...)})
 	}
 	return out, nil
 }
@@ -171,7 +183,10 @@ func (e *Engine) Users(ctx context.Context, a Actor) ([]UserInfo, error) {
 // never the admin. A user who owns apps stays: the apps' names are under
 // the owner's, and a new user of that name would own them.
 func (e *Engine) RemoveUser(ctx context.Context, a Actor, name string) error {
-	if !a.Admin || a.DeviceApp != "" {
+	if err := a.scoped(""); err != nil {
+		return err
+	}
+	if !a.Admin {
 		return needAdmin(a, "remove users")
 	}
 	u, err := e.st.User(ctx, name)
@@ -222,6 +237,8 @@ type AppInfo struct {
 	Public bool   `json:"public"`
 	// Roles lists the caller's roles ("owner" for the owner).
 	Roles []string `json:"roles,omitempty"`
+	// Signup is the app's sign-up policy for visitors.
+	Signup string `json:"signup"`
 }
 
 // CreateApp creates owner/name. Users create apps for themselves; the
@@ -234,9 +251,8 @@ func (e *Engine) CreateApp(ctx context.Context, a Actor, ref string, public bool
 	if a.User == "" {
 		return AppInfo{}, errs.New(errs.Unauthorized, "creating an app needs a credential; pass a token (HANDOFF_TOKEN)")
 	}
-	if a.DeviceApp != "" {
-		return AppInfo{}, &errs.Error{Code: errs.Forbidden, Reason: "device scoped to another app",
-			Message: "device " + a.Device + " may only be used with " + a.DeviceApp}
+	if err := a.scoped(""); err != nil {
+		return AppInfo{}, err
 	}
 	if !a.Admin && a.User != owner {
 		return AppInfo{}, &errs.Error{Code: errs.Forbidden, Reason: "not the owner",
@@ -255,7 +271,7 @@ func (e *Engine) CreateApp(ctx context.Context, a Actor, ref string, public bool
 		return AppInfo{}, internal(err)
 	}
 	e.forgetApp(ref)
-	return AppInfo{App: ref, Owner: app.Owner, Name: app.Name, Public: app.Public, Roles: []string{"owner"}}, nil
+	return AppInfo{App: ref, Owner: app.Owner, Name: app.Name, Public: app.Public, Roles: []string{"owner"}, Signup: SignupClosed}, nil
 }
 
 // Apps lists the apps the actor can see: all for the admin, owned and
@@ -271,7 +287,7 @@ func (e *Engine) Apps(ctx context.Context, a Actor) ([]AppInfo, error) {
 	out := []AppInfo{}
 	for _, sa := range all {
 		ref := sa.Owner + "/" + sa.Name
-		if a.DeviceApp != "" && a.DeviceApp != ref {
+		if a.App != "" && a.App != ref {
 			continue
 		}
 		st, err := e.app(ctx, ref)
@@ -285,7 +301,7 @@ func (e *Engine) Apps(ctx context.Context, a Actor) ([]AppInfo, error) {
 		if len(roles) == 0 && !a.Admin {
 			continue
 		}
-		out = append(out, AppInfo{App: ref, Owner: sa.Owner, Name: sa.Name, Public: sa.Public, Roles: roles})
+		out = append(out, AppInfo{App: ref, Owner: sa.Owner, Name: sa.Name, Public: sa.Public, Roles: roles, Signup: st.signup()})
 	}
 	return out, nil
 }
@@ -303,10 +319,13 @@ func (e *Engine) AddMember(ctx context.Context, a Actor, appRef, user, role stri
 	if err := ValidRole(role); err != nil {
 		return err
 	}
-	if err := ValidUserName(user); err != nil {
+	if err := validMember(user, appRef); err != nil {
 		return err
 	}
 	if _, err := e.st.User(ctx, user); errors.Is(err, store.ErrNotFound) {
+		if strings.Contains(user, "@") {
+			return errs.New(errs.NotFound, "visitor %q has not signed up to %s", user, appRef)
+		}
 		return errs.New(errs.NotFound, "user %q does not exist; add it first with `handoff user add %s`", user, user)
 	} else if err != nil {
 		return internal(err)
@@ -328,7 +347,7 @@ func (e *Engine) RemoveMember(ctx context.Context, a Actor, appRef, user, role s
 		return err
 	}
 	err = store.ErrNotFound
-	if ValidUserName(user) == nil && (role == "" || ValidRole(role) == nil) {
+	if validMember(user, appRef) == nil && (role == "" || ValidRole(role) == nil) {
 		err = e.st.RemoveMember(ctx, app.ID, user, role)
 	}
 	if errors.Is(err, store.ErrNotFound) {
@@ -405,4 +424,16 @@ func BearerToken(h string) string {
 		return strings.TrimSpace(t)
 	}
 	return ""
+}
+
+// validMember checks a name that may be given a role in appRef: a
+// server user's name, or the id of one of the app's own visitors.
+func validMember(user, appRef string) error {
+	if name, _, ok := strings.Cut(user, "@"); ok && ValidUserName(name) == nil && VisitorID(name, appRef) == user {
+		return nil
+	}
+	if err := ValidUserName(user); err != nil {
+		return errs.New(errs.Invalid, "member %q must be a user name (1-64 lowercase letters, digits or '-') or a visitor of %s (name@%s)", user, appRef, VisitorID("", appRef)[1:])
+	}
+	return nil
 }

@@ -30,6 +30,7 @@ var ErrOwnsApps = errors.New("store: the user owns apps")
 // concurrent use.
 type Store interface {
 	Identity
+	Visitors
 	Documents
 	Code
 	Events
@@ -216,6 +217,12 @@ type User struct {
 	Name    string
 	Admin   bool
 	Created time.Time
+	// App is "owner/name" for a visitor of that app, "" for a user of
+	// the server.
+	App string
+	// PasswordHash is a visitor's password as an encoded argon2id hash;
+	// the password itself is never stored.
+	PasswordHash string
 }
 
 // App is owner/name with its numeric id.
@@ -227,6 +234,9 @@ type App struct {
 	Created time.Time
 	// AccessTimeout is the app's access-function deadline; 0 = default.
 	AccessTimeout time.Duration
+	// Signup is who may sign up as the app's visitor: "closed" (the
+	// default), "invite" or "open".
+	Signup string
 }
 
 // Member is one role of one user in an app.

@@ -11,7 +11,8 @@ import (
 )
 
 func (s *Store) CreateUser(ctx context.Context, u store.User) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO users (name, admin, created) VALUES ($1, $2, $3)`, u.Name, u.Admin, u.Created.UnixNano())
+	_, err := s.pool.Exec(ctx, `INSERT INTO users (name, admin, created, app, password_hash) VALUES ($1, $2, $3, $4, $5)`,
+		u.Name, u.Admin, u.Created.UnixNano(), u.App, u.PasswordHash)
 	if isUnique(err) {
 		return store.ErrExists
 	}
@@ -21,7 +22,8 @@ func (s *Store) CreateUser(ctx context.Context, u store.User) error {
 func (s *Store) User(ctx context.Context, name string) (*store.User, error) {
 	u := store.User{Name: name}
 	var t int64
-	err := s.pool.QueryRow(ctx, `SELECT admin, created FROM users WHERE name = $1`, name).Scan(&u.Admin, &t)
+	err := s.pool.QueryRow(ctx, `SELECT admin, created, app, password_hash FROM users WHERE name = $1`, name).
+		Scan(&u.Admin, &t, &u.App, &u.PasswordHash)
 	if noRows(err) {
 		return nil, store.ErrNotFound
 	}
@@ -66,8 +68,8 @@ func (s *Store) ReplaceTokens(ctx context.Context, user string, hash []byte) err
 func (s *Store) UserByToken(ctx context.Context, hash []byte) (*store.User, error) {
 	var u store.User
 	var t int64
-	err := s.pool.QueryRow(ctx, `SELECT u.name, u.admin, u.created FROM tokens k JOIN users u ON u.name = k.user_name WHERE k.hash = $1`, hash).
-		Scan(&u.Name, &u.Admin, &t)
+	err := s.pool.QueryRow(ctx, `SELECT u.name, u.admin, u.created, u.app FROM tokens k JOIN users u ON u.name = k.user_name WHERE k.hash = $1`, hash).
+		Scan(&u.Name, &u.Admin, &t, &u.App)
 	if noRows(err) {
 		return nil, store.ErrNotFound
 	}
@@ -79,14 +81,14 @@ func (s *Store) UserByToken(ctx context.Context, hash []byte) (*store.User, erro
 }
 
 func (s *Store) Users(ctx context.Context) ([]store.User, error) {
-	rows, err := s.pool.Query(ctx, `SELECT name, admin, created FROM users ORDER BY name`)
+	rows, err := s.pool.Query(ctx, `SELECT name, admin, created, app FROM users ORDER BY name`)
 	if err != nil {
 		return nil, err
 	}
 	return collect(rows, func(row pgx.CollectableRow) (store.User, error) {
 		var u store.User
 		var t int64
-		err := row.Scan(&u.Name, &u.Admin, &t)
+		err := row.Scan(&u.Name, &u.Admin, &t, &u.App)
 		u.Created = fromNanos(t)
 		return u, err
 	})
@@ -120,7 +122,7 @@ func (s *Store) RemoveUser(ctx context.Context, name string) ([]int64, error) {
 			return err
 		}
 		for _, q := range []string{`DELETE FROM members WHERE user_name = $1`, `DELETE FROM tokens WHERE user_name = $1`,
-			`DELETE FROM devices WHERE user_name = $1`, `DELETE FROM users WHERE name = $1`} {
+			`DELETE FROM devices WHERE user_name = $1`, `DELETE FROM passkeys WHERE user_name = $1`, `DELETE FROM users WHERE name = $1`} {
 			if _, err := tx.Exec(ctx, q, name); err != nil {
 				return err
 			}
@@ -145,12 +147,12 @@ func (s *Store) CreateApp(ctx context.Context, a store.App) (*store.App, error) 
 	return &a, nil
 }
 
-const appCols = `id, owner, name, public, created, access_timeout_ms`
+const appCols = `id, owner, name, public, created, access_timeout_ms, signup`
 
 func scanApp(row pgx.Row) (store.App, error) {
 	var a store.App
 	var t, timeout int64
-	if err := row.Scan(&a.ID, &a.Owner, &a.Name, &a.Public, &t, &timeout); err != nil {
+	if err := row.Scan(&a.ID, &a.Owner, &a.Name, &a.Public, &t, &timeout, &a.Signup); err != nil {
 		return a, err
 	}
 	a.Created = fromNanos(t)

@@ -286,6 +286,34 @@ var migrations = []string{
 
 	// 7: the write each event's chain of onChange writes started from.
 	`ALTER TABLE events ADD COLUMN origin int8 NOT NULL DEFAULT 0;`,
+
+	// 8: app visitors: a user row scoped to one app with a password
+	// hash, the app's sign-up policy (a setting every node caches, so its
+	// change is announced), single-use tickets (invite codes, passkey
+	// ceremonies) and passkeys.
+	`ALTER TABLE users ADD COLUMN app text COLLATE "C" NOT NULL DEFAULT '',
+		ADD COLUMN password_hash text NOT NULL DEFAULT '';
+	ALTER TABLE apps ADD COLUMN signup text NOT NULL DEFAULT 'closed';
+	CREATE TRIGGER app_signup_changed AFTER UPDATE OF signup ON apps
+		FOR EACH ROW WHEN (OLD.signup IS DISTINCT FROM NEW.signup)
+		EXECUTE FUNCTION handoff_app_changed();
+	CREATE TABLE tickets (
+		hash    bytea PRIMARY KEY,
+		app_id  int8 NOT NULL REFERENCES apps(id),
+		kind    text NOT NULL,
+		user_name text COLLATE "C" NOT NULL DEFAULT '',
+		data    bytea,
+		expires int8 NOT NULL DEFAULT 0,
+		created int8 NOT NULL
+	);
+	CREATE INDEX tickets_by_expiry ON tickets (expires) WHERE expires > 0;
+	CREATE TABLE passkeys (
+		id        bytea PRIMARY KEY,
+		user_name text COLLATE "C" NOT NULL REFERENCES users(name),
+		data      bytea NOT NULL,
+		created   int8 NOT NULL
+	);
+	CREATE INDEX passkeys_by_user ON passkeys (user_name, created);`,
 }
 
 // migrateLock is the advisory lock key that serialises migrations, so

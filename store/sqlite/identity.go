@@ -18,7 +18,8 @@ func isUnique(err error) bool {
 }
 
 func (s *Store) CreateUser(ctx context.Context, u store.User) error {
-	_, err := s.wdb.ExecContext(ctx, `INSERT INTO users (name, admin, created) VALUES (?, ?, ?)`, u.Name, u.Admin, u.Created.UnixNano())
+	_, err := s.wdb.ExecContext(ctx, `INSERT INTO users (name, admin, created, app, password_hash) VALUES (?, ?, ?, ?, ?)`,
+		u.Name, u.Admin, u.Created.UnixNano(), u.App, u.PasswordHash)
 	if isUnique(err) {
 		return store.ErrExists
 	}
@@ -28,7 +29,8 @@ func (s *Store) CreateUser(ctx context.Context, u store.User) error {
 func (s *Store) User(ctx context.Context, name string) (*store.User, error) {
 	u := store.User{Name: name}
 	var t int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT admin, created FROM users WHERE name = ?`, name).Scan(&u.Admin, &t)
+	err := s.rdb.QueryRowContext(ctx, `SELECT admin, created, app, password_hash FROM users WHERE name = ?`, name).
+		Scan(&u.Admin, &t, &u.App, &u.PasswordHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -69,8 +71,8 @@ func (s *Store) ReplaceTokens(ctx context.Context, user string, hash []byte) err
 func (s *Store) UserByToken(ctx context.Context, hash []byte) (*store.User, error) {
 	var u store.User
 	var t int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT u.name, u.admin, u.created FROM tokens k JOIN users u ON u.name = k.user WHERE k.hash = ?`, hash).
-		Scan(&u.Name, &u.Admin, &t)
+	err := s.rdb.QueryRowContext(ctx, `SELECT u.name, u.admin, u.created, u.app FROM tokens k JOIN users u ON u.name = k.user WHERE k.hash = ?`, hash).
+		Scan(&u.Name, &u.Admin, &t, &u.App)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -82,7 +84,7 @@ func (s *Store) UserByToken(ctx context.Context, hash []byte) (*store.User, erro
 }
 
 func (s *Store) Users(ctx context.Context) ([]store.User, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT name, admin, created FROM users ORDER BY name`)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT name, admin, created, app FROM users ORDER BY name`)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +93,7 @@ func (s *Store) Users(ctx context.Context) ([]store.User, error) {
 	for rows.Next() {
 		var u store.User
 		var t int64
-		if err := rows.Scan(&u.Name, &u.Admin, &t); err != nil {
+		if err := rows.Scan(&u.Name, &u.Admin, &t, &u.App); err != nil {
 			return nil, err
 		}
 		u.Created = time.Unix(0, t)
@@ -135,7 +137,7 @@ func (s *Store) RemoveUser(ctx context.Context, name string) ([]int64, error) {
 		return nil, err
 	}
 	for _, q := range []string{`DELETE FROM members WHERE user = ?`, `DELETE FROM tokens WHERE user = ?`,
-		`DELETE FROM devices WHERE user = ?`, `DELETE FROM users WHERE name = ?`} {
+		`DELETE FROM devices WHERE user = ?`, `DELETE FROM passkeys WHERE user = ?`, `DELETE FROM users WHERE name = ?`} {
 		if _, err := tx.ExecContext(ctx, q, name); err != nil {
 			return nil, err
 		}
@@ -155,12 +157,12 @@ func (s *Store) CreateApp(ctx context.Context, a store.App) (*store.App, error) 
 	return &a, err
 }
 
-const appCols = `id, owner, name, public, created, access_timeout_ms`
+const appCols = `id, owner, name, public, created, access_timeout_ms, signup`
 
 func scanApp(row interface{ Scan(...any) error }) (*store.App, error) {
 	var a store.App
 	var t, timeout int64
-	if err := row.Scan(&a.ID, &a.Owner, &a.Name, &a.Public, &t, &timeout); err != nil {
+	if err := row.Scan(&a.ID, &a.Owner, &a.Name, &a.Public, &t, &timeout, &a.Signup); err != nil {
 		return nil, err
 	}
 	a.Created = time.Unix(0, t)

@@ -166,6 +166,29 @@ var migrations = []string{
 	`ALTER TABLE events ADD COLUMN running INTEGER NOT NULL DEFAULT 0;`,
 	// 4: the write each event's chain of onChange writes started from.
 	`ALTER TABLE events ADD COLUMN origin INTEGER NOT NULL DEFAULT 0;`,
+	// 5: app visitors: a user row scoped to one app with a password
+	// hash, the app's sign-up policy, single-use tickets (invite codes,
+	// passkey ceremonies) and passkeys.
+	`ALTER TABLE users ADD COLUMN app TEXT NOT NULL DEFAULT '';
+	ALTER TABLE users ADD COLUMN password_hash TEXT NOT NULL DEFAULT '';
+	ALTER TABLE apps ADD COLUMN signup TEXT NOT NULL DEFAULT 'closed';
+	CREATE TABLE tickets (
+		hash    BLOB PRIMARY KEY,
+		app_id  INTEGER NOT NULL REFERENCES apps(id),
+		kind    TEXT NOT NULL,
+		user    TEXT NOT NULL DEFAULT '',
+		data    BLOB,
+		expires INTEGER NOT NULL DEFAULT 0,
+		created INTEGER NOT NULL
+	);
+	CREATE INDEX tickets_by_expiry ON tickets (expires) WHERE expires > 0;
+	CREATE TABLE passkeys (
+		id      BLOB PRIMARY KEY,
+		user    TEXT NOT NULL REFERENCES users(name),
+		data    BLOB NOT NULL,
+		created INTEGER NOT NULL
+	);
+	CREATE INDEX passkeys_by_user ON passkeys (user, created);`,
 }
 
 func migrate(db *sql.DB) error {

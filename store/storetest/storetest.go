@@ -79,6 +79,7 @@ func Run(t *testing.T, h Harness) {
 		{"Store", storeTests},
 		{"Engine", engineTests},
 		{"Events", eventTests},
+		{"Visitors", visitorTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
