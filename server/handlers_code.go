@@ -56,19 +56,21 @@ func (s *Server) activate(w http.ResponseWriter, r *http.Request, a engine.Actor
 	return nil
 }
 
-// settings changes per-app settings: the access-function deadline and
-// whether anonymous readers may read the app's public channels. Either or
-// both; the deadline is applied first, so an invalid one changes nothing.
+// settings changes per-app settings: the access-function deadline,
+// whether anonymous readers may read the app's public channels, and who
+// may sign up as a visitor. Any of them; they are applied in that order,
+// and the first invalid one stops the rest.
 func (s *Server) settings(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
 	var req struct {
 		AccessTimeout *string `json:"accessTimeout"`
 		Public        *bool   `json:"public"`
+		Signup        *string `json:"signup"`
 	}
-	const example = `{"accessTimeout":"250ms"} or {"public":true}`
+	const example = `{"accessTimeout":"250ms"}, {"public":true} or {"signup":"open"}`
 	if err := decodeBody(w, r, smallBodyBytes, &req, example); err != nil {
 		return err
 	}
-	if req.AccessTimeout == nil && req.Public == nil {
+	if req.AccessTimeout == nil && req.Public == nil && req.Signup == nil {
 		return errs.New(errs.Invalid, "nothing to change; send %s", example)
 	}
 	out := map[string]any{"ok": true}
@@ -87,6 +89,12 @@ func (s *Server) settings(w http.ResponseWriter, r *http.Request, a engine.Actor
 			return err
 		}
 		out["public"] = *req.Public
+	}
+	if req.Signup != nil {
+		if err := s.e.SetSignup(r.Context(), a, appRef(r), *req.Signup); err != nil {
+			return err
+		}
+		out["signup"] = *req.Signup
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

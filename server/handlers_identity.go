@@ -17,7 +17,8 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request, a engine.Actor) 
 		User   string `json:"user"`
 		Admin  bool   `json:"admin"`
 		Device string `json:"device,omitempty"`
-	}{a.User, a.Admin, a.Device})
+		App    string `json:"app,omitempty"` // the one app a device or visitor may use
+	}{a.User, a.Admin, a.Device, a.App})
 	return nil
 }
 

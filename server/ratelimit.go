@@ -117,3 +117,10 @@ func clientKey(r *http.Request) string {
 	}
 	return ip.String()
 }
+
+// reset forgets the failures counted under key.
+func (l *failLimiter) reset(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.buckets, key)
+}

@@ -52,6 +52,7 @@ func (s *Server) routes() {
 	web.Register(s.handle) // the console at / and the browser client module at /client/
 
 	s.identityRoutes()
+	s.visitorRoutes()
 	s.fetchRoutes()
 	s.fallbacks()
 }

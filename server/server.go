@@ -57,6 +57,9 @@ type Server struct {
 	bodyTimeout, authBodyTimeout time.Duration
 	// authFails limits failed credentials per client address (ratelimit.go).
 	authFails failLimiter
+	// visitorFails limits failed visitor sign-ins and sign-ups per client
+	// address and per visitor name (ratelimit_visitors.go).
+	visitorFails failLimiter
 
 	// patterns is every registered pattern: the metrics label requests
 	// only with one of these, so the label set stays fixed. methods lists
