@@ -222,6 +222,11 @@ type AppInfo struct {
 	Public bool   `json:"public"`
 	// Roles lists the caller's roles ("owner" for the owner).
 	Roles []string `json:"roles,omitempty"`
+	// Site is the URL of the app's site; the HTTP layer fills it in, as
+	// only it knows the address it is served at.
+	Site string `json:"site,omitempty"`
+	// Origins are the extra web origins the app lets call the API.
+	Origins []string `json:"origins,omitempty"`
 }
 
 // CreateApp creates owner/name. Users create apps for themselves; the
@@ -246,6 +251,9 @@ func (e *Engine) CreateApp(ctx context.Context, a Actor, ref string, public bool
 		return AppInfo{}, errs.New(errs.NotFound, "owner %q is not a user; add it first with `handoff user add %s`", owner, owner)
 	} else if err != nil {
 		return AppInfo{}, internal(err)
+	}
+	if err := e.checkSiteLabel(ctx, owner, name); err != nil {
+		return AppInfo{}, err
 	}
 	app, err := e.st.CreateApp(ctx, store.App{Owner: owner, Name: name, Public: public, Created: e.clock.Now()})
 	if errors.Is(err, store.ErrExists) {
@@ -285,7 +293,7 @@ func (e *Engine) Apps(ctx context.Context, a Actor) ([]AppInfo, error) {
 		if len(roles) == 0 && !a.Admin {
 			continue
 		}
-		out = append(out, AppInfo{App: ref, Owner: sa.Owner, Name: sa.Name, Public: sa.Public, Roles: roles})
+		out = append(out, AppInfo{App: ref, Owner: sa.Owner, Name: sa.Name, Public: sa.Public, Roles: roles, Origins: sa.Origins})
 	}
 	return out, nil
 }

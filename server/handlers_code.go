@@ -61,14 +61,15 @@ func (s *Server) activate(w http.ResponseWriter, r *http.Request, a engine.Actor
 // both; the deadline is applied first, so an invalid one changes nothing.
 func (s *Server) settings(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
 	var req struct {
-		AccessTimeout *string `json:"accessTimeout"`
-		Public        *bool   `json:"public"`
+		AccessTimeout *string   `json:"accessTimeout"`
+		Public        *bool     `json:"public"`
+		Origins       *[]string `json:"origins"`
 	}
-	const example = `{"accessTimeout":"250ms"} or {"public":true}`
+	const example = `{"accessTimeout":"250ms"}, {"public":true} or {"origins":["http://localhost:5173"]}`
 	if err := decodeBody(w, r, smallBodyBytes, &req, example); err != nil {
 		return err
 	}
-	if req.AccessTimeout == nil && req.Public == nil {
+	if req.AccessTimeout == nil && req.Public == nil && req.Origins == nil {
 		return errs.New(errs.Invalid, "nothing to change; send %s", example)
 	}
 	out := map[string]any{"ok": true}
@@ -87,6 +88,13 @@ func (s *Server) settings(w http.ResponseWriter, r *http.Request, a engine.Actor
 			return err
 		}
 		out["public"] = *req.Public
+	}
+	if req.Origins != nil {
+		origins, err := s.e.SetOrigins(r.Context(), a, appRef(r), *req.Origins)
+		if err != nil {
+			return err
+		}
+		out["origins"] = origins
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

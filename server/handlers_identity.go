@@ -85,6 +85,7 @@ func (s *Server) createApp(w http.ResponseWriter, r *http.Request, a engine.Acto
 	if err != nil {
 		return err
 	}
+	info.Site = s.siteURL(r, info.App)
 	writeJSON(w, http.StatusCreated, info)
 	return nil
 }
@@ -93,6 +94,9 @@ func (s *Server) listApps(w http.ResponseWriter, r *http.Request, a engine.Actor
 	apps, err := s.e.Apps(r.Context(), a)
 	if err != nil {
 		return err
+	}
+	for i := range apps {
+		apps[i].Site = s.siteURL(r, apps[i].App)
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Apps []engine.AppInfo `json:"apps"`

@@ -286,6 +286,13 @@ var migrations = []string{
 
 	// 7: the write each event's chain of onChange writes started from.
 	`ALTER TABLE events ADD COLUMN origin int8 NOT NULL DEFAULT 0;`,
+
+	// 8: the web origins besides its own site that may call the API for
+	// an app; every node must hear of a change, as of the other settings.
+	`ALTER TABLE apps ADD COLUMN origins text[] NOT NULL DEFAULT '{}';
+	CREATE TRIGGER app_origins_changed AFTER UPDATE OF origins ON apps
+		FOR EACH ROW WHEN (OLD.origins IS DISTINCT FROM NEW.origins)
+		EXECUTE FUNCTION handoff_app_changed();`,
 }
 
 // migrateLock is the advisory lock key that serialises migrations, so

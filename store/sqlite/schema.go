@@ -166,6 +166,9 @@ var migrations = []string{
 	`ALTER TABLE events ADD COLUMN running INTEGER NOT NULL DEFAULT 0;`,
 	// 4: the write each event's chain of onChange writes started from.
 	`ALTER TABLE events ADD COLUMN origin INTEGER NOT NULL DEFAULT 0;`,
+	// 5: the web origins besides its own site that may call the API for
+	// an app, as a JSON array.
+	`ALTER TABLE apps ADD COLUMN origins TEXT NOT NULL DEFAULT '[]';`,
 }
 
 func migrate(db *sql.DB) error {
