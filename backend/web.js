@@ -348,7 +348,7 @@
     get redirect() {
       return this.#redirect;
     }
-    // path is the part of the URL after /apps/{owner}/{name}/api, and
+    // path is the part of the URL after /api on the app's site, and
     // query its parameters: set on the requests of the app's HTTP lane.
     get path() {
       return this.#path;

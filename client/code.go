@@ -33,7 +33,7 @@ func (c *Client) Deploy(ctx context.Context, app, access, backend string) (CodeV
 
 // DeployFiles is Deploy with static files: files maps paths inside the
 // app folder's public/ ("index.html", "css/site.css") to their contents,
-// served at /apps/{owner}/{name}/ once the version is live.
+// served on the app's site once the version is live.
 func (c *Client) DeployFiles(ctx context.Context, app, access, backend string, files map[string][]byte) (CodeVersion, error) {
 	var out CodeVersion
 	p, err := appPath(app)

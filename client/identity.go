@@ -30,6 +30,9 @@ type Secret struct {
 type Settings struct {
 	AccessTimeout *time.Duration
 	Public        *bool
+	// Origins replaces the web origins, besides the app's own site,
+	// whose pages may call the API for the app; an empty list clears it.
+	Origins *[]string
 }
 
 // AddDevice registers k's public key as the caller's device k.Name,
@@ -136,6 +139,9 @@ func (c *Client) SetSettings(ctx context.Context, app string, s Settings) error 
 	}
 	if s.Public != nil {
 		body["public"] = *s.Public
+	}
+	if s.Origins != nil {
+		body["origins"] = append([]string{}, *s.Origins...)
 	}
 	if len(body) == 0 {
 		return errs.New(errs.Invalid, "no setting to change")

@@ -108,7 +108,7 @@ type appCode struct {
 	access  AccessFunc  // nil when the version has no access.js
 	backend Backend     // nil when it has no backend.js (or none runs here)
 	broken  bool        // some of it failed to load
-	static  staticFiles // public/, served at /apps/{owner}/{name}/ (static.go)
+	static  staticFiles // public/, served at the root of the app's site (static.go)
 }
 
 // backend returns the app's compiled backend.js, or nil.

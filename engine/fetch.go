@@ -9,7 +9,7 @@ import (
 	"github.com/handoff-run/handoff/errs"
 )
 
-// The fetch lane (DESIGN §4): each app serves /apps/{owner}/{name}/api/*
+// The fetch lane (DESIGN §4): each app serves /api/* on its site
 // with backend.js's fetch(request, ctx), for webhooks and small HTTP
 // endpoints. The handler is the "fetch" backend actor: its writes pass
 // ctx.requireBackend("fetch") in access.js, which no client can forge,
@@ -60,7 +60,7 @@ func (e *Engine) Fetch(ctx context.Context, a Actor, appRef string, req FetchReq
 		if app.code != nil && app.code.broken {
 			return FetchResponse{}, errs.New(errs.Unavailable, "app %s: its backend.js does not load on this server; deploy a fixed version", appRef)
 		}
-		return FetchResponse{}, errs.New(errs.NotFound, "app %s has no fetch handler; export async function fetch(request, ctx) from its backend.js to serve /apps/%s/api/", appRef, appRef)
+		return FetchResponse{}, errs.New(errs.NotFound, "app %s has no fetch handler; export async function fetch(request, ctx) from its backend.js to serve /api/ on the site of %s", appRef, appRef)
 	}
 	hc := &handlerCtx{e: e, app: app, actor: Actor{User: a.User, Device: a.Device, App: a.App, Handler: "fetch"}}
 	e.activity.Add(1)

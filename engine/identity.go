@@ -239,6 +239,11 @@ type AppInfo struct {
 	Roles []string `json:"roles,omitempty"`
 	// Signup is the app's sign-up policy for visitors.
 	Signup string `json:"signup"`
+	// Site is the URL of the app's site; the HTTP layer fills it in, as
+	// only it knows the address it is served at.
+	Site string `json:"site,omitempty"`
+	// Origins are the extra web origins the app lets call the API.
+	Origins []string `json:"origins,omitempty"`
 }
 
 // CreateApp creates owner/name. Users create apps for themselves; the
@@ -262,6 +267,9 @@ func (e *Engine) CreateApp(ctx context.Context, a Actor, ref string, public bool
 		return AppInfo{}, errs.New(errs.NotFound, "owner %q is not a user; add it first with `handoff user add %s`", owner, owner)
 	} else if err != nil {
 		return AppInfo{}, internal(err)
+	}
+	if err := e.checkSiteLabel(ctx, owner, name); err != nil {
+		return AppInfo{}, err
 	}
 	app, err := e.st.CreateApp(ctx, store.App{Owner: owner, Name: name, Public: public, Created: e.clock.Now()})
 	if errors.Is(err, store.ErrExists) {
@@ -301,7 +309,7 @@ func (e *Engine) Apps(ctx context.Context, a Actor) ([]AppInfo, error) {
 		if len(roles) == 0 && !a.Admin {
 			continue
 		}
-		out = append(out, AppInfo{App: ref, Owner: sa.Owner, Name: sa.Name, Public: sa.Public, Roles: roles, Signup: st.signup()})
+		out = append(out, AppInfo{App: ref, Owner: sa.Owner, Name: sa.Name, Public: sa.Public, Roles: roles, Origins: sa.Origins, Signup: st.signup()})
 	}
 	return out, nil
 }

@@ -13,7 +13,7 @@ import (
 
 // Static files: an app folder's public/ is deployed with its code, kept
 // in the code version (so a rollback brings its files back with its
-// handlers) and served at /apps/{owner}/{name}/. They are looked up by
+// handlers) and served at the root of the app's site. They are looked up by
 // exact path in the live version's own set, never on a file system, and
 // every path is checked at deploy and at request time, so no request can
 // reach past the app's folder: not another app's files, not the server's.
@@ -130,7 +130,7 @@ func newStaticFiles(files map[string][]byte, deployed time.Time) staticFiles {
 var ErrStaticFolder = errs.New(errs.NotFound, "this path is a folder; add a trailing '/'")
 
 // Static returns the live version's static file at p, the path after
-// /apps/{owner}/{name}/ (unescaped). "" and paths ending in "/" mean the
+// site's origin (unescaped). "" and paths ending in "/" mean the
 // folder's index.html. Static files are public, like a web site: anyone
 // may fetch them, whatever the app's read rules.
 func (e *Engine) Static(ctx context.Context, appRef, p string) (StaticFile, error) {

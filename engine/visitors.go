@@ -29,11 +29,11 @@ const (
 const ticketInvite = "invite"
 
 // VisitorID is the user id of the visitor called name on app owner/app:
-// name@app--owner. A server user's name cannot contain '@', so a visitor
+// name@app--owner, after the app's site. A server user's name cannot contain '@', so a visitor
 // is never taken for one, nor for a visitor of another app.
 func VisitorID(name, appRef string) string {
 	owner, app, _ := strings.Cut(appRef, "/")
-	return name + "@" + app + "--" + owner
+	return name + "@" + SiteLabel(owner, app)
 }
 
 // Visitor is a signed-in visitor as the API shows it.

@@ -57,20 +57,21 @@ func (s *Server) activate(w http.ResponseWriter, r *http.Request, a engine.Actor
 }
 
 // settings changes per-app settings: the access-function deadline,
-// whether anonymous readers may read the app's public channels, and who
-// may sign up as a visitor. Any of them; they are applied in that order,
-// and the first invalid one stops the rest.
+// whether anonymous readers may read the app's public channels, the extra
+// web origins, and who may sign up as a visitor. Any of them; they are
+// applied in that order, and the first invalid one stops the rest.
 func (s *Server) settings(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
 	var req struct {
-		AccessTimeout *string `json:"accessTimeout"`
-		Public        *bool   `json:"public"`
-		Signup        *string `json:"signup"`
+		AccessTimeout *string   `json:"accessTimeout"`
+		Public        *bool     `json:"public"`
+		Origins       *[]string `json:"origins"`
+		Signup        *string   `json:"signup"`
 	}
-	const example = `{"accessTimeout":"250ms"}, {"public":true} or {"signup":"open"}`
+	const example = `{"accessTimeout":"250ms"}, {"public":true}, {"origins":["http://localhost:5173"]} or {"signup":"open"}`
 	if err := decodeBody(w, r, smallBodyBytes, &req, example); err != nil {
 		return err
 	}
-	if req.AccessTimeout == nil && req.Public == nil && req.Signup == nil {
+	if req.AccessTimeout == nil && req.Public == nil && req.Origins == nil && req.Signup == nil {
 		return errs.New(errs.Invalid, "nothing to change; send %s", example)
 	}
 	out := map[string]any{"ok": true}
@@ -89,6 +90,13 @@ func (s *Server) settings(w http.ResponseWriter, r *http.Request, a engine.Actor
 			return err
 		}
 		out["public"] = *req.Public
+	}
+	if req.Origins != nil {
+		origins, err := s.e.SetOrigins(r.Context(), a, appRef(r), *req.Origins)
+		if err != nil {
+			return err
+		}
+		out["origins"] = origins
 	}
 	if req.Signup != nil {
 		if err := s.e.SetSignup(r.Context(), a, appRef(r), *req.Signup); err != nil {

@@ -86,6 +86,7 @@ func (s *Server) createApp(w http.ResponseWriter, r *http.Request, a engine.Acto
 	if err != nil {
 		return err
 	}
+	info.Site = s.siteURL(r, info.App)
 	writeJSON(w, http.StatusCreated, info)
 	return nil
 }
@@ -94,6 +95,9 @@ func (s *Server) listApps(w http.ResponseWriter, r *http.Request, a engine.Actor
 	apps, err := s.e.Apps(r.Context(), a)
 	if err != nil {
 		return err
+	}
+	for i := range apps {
+		apps[i].Site = s.siteURL(r, apps[i].App)
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Apps []engine.AppInfo `json:"apps"`

@@ -14,27 +14,6 @@ import (
 	"github.com/handoff-run/handoff/errs"
 )
 
-// An app's site shares its origin with the console and the API. So that
-// no app's page can read what the console keeps in the browser (the
-// signed-in token) or act on this origin as its visitor, every response
-// of an app's site is sandboxed: the browser gives the page an opaque
-// origin of its own. Scripts, forms and pop-ups still work; requests from
-// the page to the server are cross-origin, so a fetch handler that serves
-// the app's own pages answers them with Access-Control-Allow-Origin.
-const siteCSP = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
-
-// appSite serves /apps/{owner}/{name}/...: the fetch lane under api/, the
-// static files elsewhere.
-func (s *Server) appSite(w http.ResponseWriter, r *http.Request) {
-	ref := r.PathValue("owner") + "/" + r.PathValue("name")
-	rest := r.PathValue("path")
-	if rest == "api" || strings.HasPrefix(rest, "api/") {
-		s.fetchLane(w, r, ref, strings.TrimPrefix(rest, "api"))
-		return
-	}
-	s.staticFile(w, r, ref, rest)
-}
-
 // fetchLane hands the request to the app's fetch handler. The caller is
 // anonymous unless it sends a credential, which must then be valid (a bad
 // one is refused with 401, never downgraded), and the credential itself
@@ -80,7 +59,6 @@ func (s *Server) fetchLane(w http.ResponseWriter, r *http.Request, ref, sub stri
 			h.Add(k, v)
 		}
 	}
-	h.Add("Content-Security-Policy", siteCSP)
 	if resp.Status != http.StatusNoContent && resp.Status != http.StatusNotModified {
 		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
 	}
@@ -91,8 +69,9 @@ func (s *Server) fetchLane(w http.ResponseWriter, r *http.Request, ref, sub stri
 }
 
 // droppedHeaders are response headers a fetch handler may not set: the
-// connection's own (the server manages it), and cookies, which would be
-// set on the origin every app and the console share.
+// connection's own (the server manages it), and cookies: a site's cookie
+// may name the parent domain (Domain=localhost, or the site domain) and
+// so reach the console and every other app.
 var droppedHeaders = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Transfer-Encoding": true,
 	"Upgrade": true, "Te": true, "Trailer": true, "Content-Length": true, "Set-Cookie": true,
@@ -104,7 +83,7 @@ func (s *Server) staticFile(w http.ResponseWriter, r *http.Request, ref, p strin
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		s.writeErrorStatus(w, http.StatusMethodNotAllowed, &errs.Error{Code: errs.Invalid,
-			Message: r.Method + " is not allowed on an app's static files; use GET, or send requests for the app's backend to /apps/" + ref + "/api/"})
+			Message: r.Method + " is not allowed on an app's static files; use GET, or send requests for the app's backend to /api/ on this site"})
 		return
 	}
 	f, err := s.e.Static(r.Context(), ref, p)
@@ -122,10 +101,6 @@ func (s *Server) staticFile(w http.ResponseWriter, r *http.Request, ref, p strin
 	// Revalidate every time: a deploy must show at once, and the ETag
 	// makes the check a 304.
 	h.Set("Cache-Control", "no-cache")
-	h.Set("Content-Security-Policy", siteCSP)
-	// The page runs in an opaque origin, so even its own module scripts
-	// and stylesheets load cross-origin; the files are public anyway.
-	h.Set("Access-Control-Allow-Origin", "*")
 	http.ServeContent(w, r, "", f.Time, bytes.NewReader(f.Body))
 }
 

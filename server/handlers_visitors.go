@@ -81,9 +81,15 @@ func (s *Server) invite(w http.ResponseWriter, r *http.Request, a engine.Actor) 
 	return nil
 }
 
-// passkeyRP is the relying party of the app named in the path: its site.
+// passkeyRP is the relying party of the app named in the path: its site,
+// in the form the page calling is on when it is one of the site's (with
+// --site-domain a site is served at two origins).
 func (s *Server) passkeyRP(r *http.Request) engine.PasskeyRP {
-	origin := s.siteOrigin(r, r.PathValue("owner"), r.PathValue("app"))
+	owner, name := r.PathValue("owner"), r.PathValue("app")
+	origin := r.Header.Get("Origin")
+	if !s.isSiteOrigin(r, origin, owner, name) {
+		origin = s.siteOrigin(r, owner, name)
+	}
 	rp := engine.PasskeyRP{Origin: origin}
 	if u, err := url.Parse(origin); err == nil {
 		rp.ID = u.Hostname()

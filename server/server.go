@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +37,12 @@ type Options struct {
 	// token: generous, for bulk imports over slow links. Zero means 10
 	// minutes.
 	AuthBodyTimeout time.Duration
+	// SiteDomain, when set, serves each app's site at
+	// https://<name>--<owner>.<SiteDomain>/ (behind a proxy that ends
+	// TLS) and expects the API at https://<SiteDomain>. Sites are also
+	// served at http://<name>--<owner>.localhost:<port>/, which is the
+	// only address without it.
+	SiteDomain string
 }
 
 // Default body deadlines (Options).
@@ -60,6 +67,8 @@ type Server struct {
 	// visitorFails limits failed visitor sign-ins and sign-ups per client
 	// address and per visitor name (ratelimit_visitors.go).
 	visitorFails failLimiter
+	// siteDomain is Options.SiteDomain, lowercase, without dots around.
+	siteDomain string
 
 	// patterns is every registered pattern: the metrics label requests
 	// only with one of these, so the label set stays fixed. methods lists
@@ -93,6 +102,7 @@ func New(e *engine.Engine, o Options) *Server {
 	s.heartbeat = o.Heartbeat
 	s.bodyTimeout = cmp.Or(o.BodyTimeout, defaultBodyTimeout)
 	s.authBodyTimeout = cmp.Or(o.AuthBodyTimeout, defaultAuthBodyTimeout)
+	s.siteDomain = strings.Trim(strings.ToLower(o.SiteDomain), ".")
 	s.routes()
 	return s
 }
@@ -121,6 +131,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rw.Header().Set("X-Content-Type-Options", "nosniff")
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = newTimedBody(r.Body, http.NewResponseController(rw), start, s.bodyTimeout)
+	}
+	if label, ok := s.siteLabel(r.Host); ok {
+		r.Pattern = sitePattern
+		s.serveSite(rw, r, label)
+		return
+	}
+	if s.cors(rw, r) {
+		return
 	}
 	s.mux.ServeHTTP(rw, r)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -100,10 +101,12 @@ func (v *env) do(method, path, user string, body string, hdr ...string) resp {
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
+	host, path := v.siteHost(path)
 	req, err := http.NewRequest(method, v.ts.URL+path, rd)
 	if err != nil {
 		v.t.Fatal(err)
 	}
+	req.Host = host
 	switch {
 	case strings.HasPrefix(user, "raw:"):
 		req.Header.Set("Authorization", strings.TrimPrefix(user, "raw:"))
@@ -127,6 +130,27 @@ func (v *env) do(method, path, user string, body string, hdr ...string) resp {
 		v.t.Fatal(err)
 	}
 	return resp{res.StatusCode, res.Header, b}
+}
+
+// siteHost turns "/apps/{owner}/{name}/rest", the old form of a site's
+// path that tests still write, into the site's host and "/rest"; other
+// paths go to the main origin ("" keeps the URL's host).
+func (v *env) siteHost(path string) (host, p string) {
+	rest, ok := strings.CutPrefix(path, "/apps/")
+	if !ok {
+		return "", path
+	}
+	parts := strings.SplitN(rest, "/", 3)
+	if len(parts) < 3 {
+		return "", path
+	}
+	return engine.SiteLabel(parts[0], parts[1]) + ".localhost:" + v.port(), "/" + parts[2]
+}
+
+// port is the test server's port.
+func (v *env) port() string {
+	_, p, _ := net.SplitHostPort(v.ts.Listener.Addr().String())
+	return p
 }
 
 // mustJSON checks the status and decodes the body into out (if not nil).

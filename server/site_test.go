@@ -136,7 +136,7 @@ func TestFetchLaneRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(r.body, &out); err != nil || out.ID != "w1" || out.Rev == "" || out.Path != "/in" || out.Q != "x y" {
 		t.Fatalf("body %s (%v)", r.body, err)
 	}
-	if r.header.Get("X-Hook") != "1" || r.header.Get("Set-Cookie") != "" || !strings.Contains(r.header.Get("Content-Security-Policy"), "sandbox") {
+	if r.header.Get("X-Hook") != "1" || r.header.Get("Set-Cookie") != "" || r.header.Get("Content-Security-Policy") != "" {
 		t.Fatalf("headers: %v", r.header)
 	}
 	h := v.history("alice/hooks", "inbox", "w1")
@@ -168,8 +168,8 @@ func TestFetchLaneRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := `{"id":"w4","note":"device"}`
-	target := "/apps/alice/hooks/api/in"
-	r = v.do("POST", target, "raw:"+k.Sign("POST", target, []byte(body), time.Now()), body)
+	// The signature covers the path on the site, where the request goes.
+	r = v.do("POST", "/apps/alice/hooks/api/in", "raw:"+k.Sign("POST", "/api/in", []byte(body), time.Now()), body)
 	if r.status != 201 {
 		t.Fatalf("device-signed: %d %s", r.status, r.body)
 	}
@@ -289,12 +289,27 @@ func TestFetchLaneAppFailuresAre502(t *testing.T) {
 // cleaning, and returns the status and body.
 func (v *env) rawGet(path string) (int, http.Header, string) {
 	v.t.Helper()
+	host, path := v.siteHost(path)
+	return v.rawGetHost(host, path)
+}
+
+// rawMainGet is rawGet on the main origin, even for /apps/ paths.
+func (v *env) rawMainGet(path string) (int, http.Header, string) {
+	v.t.Helper()
+	return v.rawGetHost("", path)
+}
+
+func (v *env) rawGetHost(host, path string) (int, http.Header, string) {
+	v.t.Helper()
 	conn, err := net.Dial("tcp", v.ts.Listener.Addr().String())
 	if err != nil {
 		v.t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: handoff.test\r\nConnection: close\r\n\r\n", path)
+	if host == "" {
+		host = v.ts.Listener.Addr().String()
+	}
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, host)
 	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		v.t.Fatalf("GET %q: %v", path, err)
@@ -323,13 +338,15 @@ func TestStaticFiles(t *testing.T) {
 		"/apps/alice/site/docs/index.html": {"docs", "text/html; charset=utf-8"},
 	} {
 		r := v.do("GET", path, "", "")
+		// The site has an origin of its own: no sandbox, and nothing for
+		// other origins to read.
 		if r.status != 200 || string(r.body) != want[0] || r.header.Get("Content-Type") != want[1] ||
-			!strings.HasPrefix(r.header.Get("Content-Security-Policy"), "sandbox") {
-			t.Errorf("GET %s: %d %q %q %q", path, r.status, r.body, r.header.Get("Content-Type"), r.header.Get("Content-Security-Policy"))
+			r.header.Get("Content-Security-Policy") != "" || r.header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("GET %s: %d %q %q %v", path, r.status, r.body, r.header.Get("Content-Type"), r.header)
 		}
 	}
 	// A folder without its slash redirects, so relative links resolve.
-	if st, h, _ := v.rawGet("/apps/alice/site/docs"); st != 301 || h.Get("Location") != "/apps/alice/site/docs/" {
+	if st, h, _ := v.rawGet("/apps/alice/site/docs"); st != 301 || h.Get("Location") != "/docs/" {
 		t.Fatalf("folder redirect: %d %v", st, h)
 	}
 	// Revalidation is a 304.
@@ -375,12 +392,15 @@ func TestStaticPathsCannotEscapeTheAppFolder(t *testing.T) {
 			t.Errorf("GET %s reached another app's file", path)
 		}
 	}
-	// Unencoded dots and doubled slashes are cleaned by the router before
-	// any app sees them: the answer is a redirect to the cleaned path,
-	// never a file.
+	// Unencoded dots and doubled slashes are refused on a site (browsers
+	// clean them before they send), and cleaned by the router on the old
+	// paths before the redirect: never a file.
 	for _, path := range []string{"/apps/alice/site/../../bob/site/secret.txt", "/apps/alice/site/./css/../index.html", "/apps/alice/site//etc/passwd"} {
-		if status, _, body := v.rawGet(path); status != 301 && status != 307 || strings.Contains(body, "BOB-SECRET") {
-			t.Errorf("GET %s: %d %q, want the router's redirect", path, status, body)
+		if status, _, body := v.rawGet(path); status != 400 || strings.Contains(body, "BOB-SECRET") {
+			t.Errorf("GET %s on the site: %d %q, want 400", path, status, body)
+		}
+		if status, _, body := v.rawMainGet(path); status != 301 && status != 307 || strings.Contains(body, "BOB-SECRET") {
+			t.Errorf("GET %s on the main origin: %d %q, want a redirect", path, status, body)
 		}
 	}
 	// Bad paths are refused at deploy too, and nothing is deployed.

@@ -75,6 +75,8 @@ type Identity interface {
 	Members(ctx context.Context, appID int64) ([]Member, error)
 	// SetPublic opens an app to anonymous readers (of public channels).
 	SetPublic(ctx context.Context, appID int64, public bool) error
+	// SetOrigins replaces the app's extra web origins (App.Origins).
+	SetOrigins(ctx context.Context, appID int64, origins []string) error
 
 	// AddDevice registers a device's public key; ErrExists if the user
 	// already has a device of that name that is not revoked.
@@ -203,7 +205,7 @@ type CodeVersion struct {
 	Version int
 	Access  string // access.js source, "" when absent
 	Backend string // backend.js source, "" when absent
-	// Files are the static files served at /apps/{owner}/{name}/, by
+	// Files are the static files served at the root of the app's site, by
 	// their slash-separated path inside the app folder's public/. Nil
 	// when the version has none; CodeVersions leaves it nil.
 	Files   map[string][]byte
@@ -234,6 +236,9 @@ type App struct {
 	Created time.Time
 	// AccessTimeout is the app's access-function deadline; 0 = default.
 	AccessTimeout time.Duration
+	// Origins are the web origins besides the app's own site that may
+	// call the API from a browser (a dev server, say).
+	Origins []string
 	// Signup is who may sign up as the app's visitor: "closed" (the
 	// default), "invite" or "open".
 	Signup string

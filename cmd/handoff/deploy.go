@@ -19,8 +19,9 @@ func (c *cli) deployCmd() *cobra.Command {
 		Long: `Upload DIR/access.js, DIR/backend.js and the static files under DIR/public/
 as the app's next numbered code version and make it live. Code that does
 not compile is refused with its file, line and column, and the live
-version stays. Static files are served at /apps/OWNER/NAME/ (public/
-index.html at /apps/OWNER/NAME/); names starting with "." are skipped.`,
+version stays. Static files are served on the app's own site,
+http://NAME--OWNER.localhost:PORT/ (public/index.html at /); names
+starting with "." are skipped.`,
 		Args: exactArgs(1, "DIR"),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			a, err := app.value()
@@ -97,9 +98,10 @@ func (c *cli) setCmd() *cobra.Command {
 	var app appFlag
 	var timeout time.Duration
 	var public bool
+	var origins []string
 	cmd := &cobra.Command{
-		Use:   "set --app OWNER/NAME [--access-timeout DURATION] [--public=true|false]",
-		Short: "Change an app's settings (the access function's deadline, public reads)",
+		Use:   "set --app OWNER/NAME [--access-timeout DURATION] [--public=true|false] [--origin URL]...",
+		Short: "Change an app's settings (the access function's deadline, public reads, web origins)",
 		Args:  noArgs,
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			a, err := app.value()
@@ -116,8 +118,18 @@ func (c *cli) setCmd() *cobra.Command {
 				s.Public = &public
 				out["public"] = public
 			}
-			if s.AccessTimeout == nil && s.Public == nil {
-				return usageError{"nothing to set; pass --access-timeout 250ms (0 restores the default) or --public=true|false"}
+			if cmd.Flags().Changed("origin") {
+				list := []string{}
+				for _, o := range origins {
+					if o != "" {
+						list = append(list, o)
+					}
+				}
+				s.Origins = &list
+				out["origins"] = list
+			}
+			if s.AccessTimeout == nil && s.Public == nil && s.Origins == nil {
+				return usageError{"nothing to set; pass --access-timeout 250ms (0 restores the default), --public=true|false or --origin URL"}
 			}
 			if err := c.client().SetSettings(cmd.Context(), a, s); err != nil {
 				return err
@@ -128,5 +140,6 @@ func (c *cli) setCmd() *cobra.Command {
 	app.register(cmd)
 	cmd.Flags().DurationVar(&timeout, "access-timeout", 0, "deadline of one access-function call, e.g. 250ms (default 100ms)")
 	cmd.Flags().BoolVar(&public, "public", false, "let anonymous readers read what access.js grants to public (--public=false closes the app again)")
+	cmd.Flags().StringArrayVar(&origins, "origin", nil, "a web origin besides the app's own site whose pages may call the API for the app, e.g. http://localhost:5173 (repeatable; replaces the list; --origin= clears it)")
 	return cmd
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,6 +45,8 @@ type serveOptions struct {
 	vibes    []string // --vibe, the alias of --app
 	mounts   []mount
 	jsMemory int // MiB
+	// siteDomain serves app sites at https://NAME--OWNER.DOMAIN/.
+	siteDomain string
 }
 
 func (c *cli) serveCmd() *cobra.Command {
@@ -97,6 +101,7 @@ connections and lets requests in flight finish.`,
 	fl.StringVar(&o.postgres, "postgres", "", "PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DB, to use instead of the embedded store (default $HANDOFF_POSTGRES)")
 	fl.StringArrayVar(&o.apps, "app", nil, "owner/name=DIR: serve the app's code from DIR and redeploy it on every edit (repeatable)")
 	fl.StringArrayVar(&o.vibes, "vibe", nil, "alias of --app")
+	fl.StringVar(&o.siteDomain, "site-domain", "", "serve each app's site at https://NAME--OWNER.DOMAIN/ and expect the API at https://DOMAIN, behind a proxy that ends TLS (sites are always at http://NAME--OWNER.localhost:PORT/ too)")
 	fl.IntVar(&o.jsMemory, "js-memory", jsvm.DefaultHeapCeiling>>20, "MiB of heap past which the apps' running JavaScript calls are stopped; the Go runtime also collects harder from there")
 	return cmd
 }
@@ -187,7 +192,7 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	defer endStreams()
 	hs := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return streams },
-		Handler:           server.New(eng, server.Options{Logger: log}),
+		Handler:           server.New(eng, server.Options{Logger: log, SiteDomain: o.siteDomain}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -195,6 +200,9 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	log.Info("handoff listening", "url", "http://"+ln.Addr().String(), "data", o.data, "store", where, "version", versionString())
+	for _, m := range o.mounts {
+		log.Info("app site", "app", m.app, "url", siteURL(m.app, ln.Addr(), o.siteDomain))
+	}
 
 	select {
 	case err := <-served:
@@ -228,4 +236,18 @@ func limitMemory(mib int) {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(int64(mib) << 20 * 5 / 4)
 	}
+}
+
+// siteURL is where the server at addr serves the app's site.
+func siteURL(app string, addr net.Addr, domain string) string {
+	owner, name, _ := strings.Cut(app, "/")
+	label := engine.SiteLabel(owner, name)
+	if domain != "" {
+		return "https://" + label + "." + strings.Trim(domain, ".") + "/"
+	}
+	port := ""
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		port = ":" + strconv.Itoa(ta.Port)
+	}
+	return "http://" + label + ".localhost" + port + "/"
 }

@@ -2,18 +2,19 @@ package main
 
 import (
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/handoff-run/handoff/internal/testenv"
 )
 
 // get fetches a URL of the server and returns status and body.
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	res, err := http.Get(url)
+	res, err := testenv.SiteClient().Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// A webhook receiver: POST /apps/{owner}/{name}/api/hooks/push with a
+// A webhook receiver: POST /api/hooks/push on the app's site with a
 // JSON body {id, repo, commit} and the header
 //
 //   X-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>

@@ -21,6 +21,7 @@ import (
 	"github.com/handoff-run/handoff/backend"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/testenv"
 	"github.com/handoff-run/handoff/server"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
@@ -76,7 +77,8 @@ func newEnv(t *testing.T, withSecret bool) *env {
 	}
 	ts := httptest.NewServer(server.New(e, server.Options{Logger: log}))
 	t.Cleanup(ts.Close)
-	return &env{t: t, e: e, url: ts.URL + "/apps/" + app + "/api"}
+	owner, name, _ := strings.Cut(app, "/")
+	return &env{t: t, e: e, url: testenv.SiteURL(ts.URL, owner, name, "/api")}
 }
 
 func sign(key, body string) string {
@@ -93,7 +95,7 @@ func (v *env) deliver(path, body, sig string) (int, map[string]any) {
 	if sig != "" {
 		req.Header.Set("X-Signature-256", sig)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := testenv.SiteClient().Do(req)
 	if err != nil {
 		v.t.Fatal(err)
 	}

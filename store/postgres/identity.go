@@ -147,12 +147,12 @@ func (s *Store) CreateApp(ctx context.Context, a store.App) (*store.App, error) 
 	return &a, nil
 }
 
-const appCols = `id, owner, name, public, created, access_timeout_ms, signup`
+const appCols = `id, owner, name, public, created, access_timeout_ms, origins, signup`
 
 func scanApp(row pgx.Row) (store.App, error) {
 	var a store.App
 	var t, timeout int64
-	if err := row.Scan(&a.ID, &a.Owner, &a.Name, &a.Public, &t, &timeout, &a.Signup); err != nil {
+	if err := row.Scan(&a.ID, &a.Owner, &a.Name, &a.Public, &t, &timeout, &a.Origins, &a.Signup); err != nil {
 		return a, err
 	}
 	a.Created = fromNanos(t)
@@ -209,6 +209,14 @@ func (s *Store) Members(ctx context.Context, appID int64) ([]store.Member, error
 
 func (s *Store) SetPublic(ctx context.Context, appID int64, public bool) error {
 	_, err := s.pool.Exec(ctx, `UPDATE apps SET public = $1 WHERE id = $2`, public, appID)
+	return err
+}
+
+func (s *Store) SetOrigins(ctx context.Context, appID int64, origins []string) error {
+	if origins == nil {
+		origins = []string{}
+	}
+	_, err := s.pool.Exec(ctx, `UPDATE apps SET origins = $1 WHERE id = $2`, origins, appID)
 	return err
 }
 

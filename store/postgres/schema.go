@@ -287,7 +287,14 @@ var migrations = []string{
 	// 7: the write each event's chain of onChange writes started from.
 	`ALTER TABLE events ADD COLUMN origin int8 NOT NULL DEFAULT 0;`,
 
-	// 8: app visitors: a user row scoped to one app with a password
+	// 8: the web origins besides its own site that may call the API for
+	// an app; every node must hear of a change, as of the other settings.
+	`ALTER TABLE apps ADD COLUMN origins text[] NOT NULL DEFAULT '{}';
+	CREATE TRIGGER app_origins_changed AFTER UPDATE OF origins ON apps
+		FOR EACH ROW WHEN (OLD.origins IS DISTINCT FROM NEW.origins)
+		EXECUTE FUNCTION handoff_app_changed();`,
+
+	// 9: app visitors: a user row scoped to one app with a password
 	// hash, the app's sign-up policy (a setting every node caches, so its
 	// change is announced), single-use tickets (invite codes, passkey
 	// ceremonies) and passkeys.

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -23,6 +24,15 @@ func (s *Store) RemoveMember(ctx context.Context, appID int64, user, role string
 
 func (s *Store) SetPublic(ctx context.Context, appID int64, public bool) error {
 	_, err := s.wdb.ExecContext(ctx, `UPDATE apps SET public = ? WHERE id = ?`, public, appID)
+	return err
+}
+
+func (s *Store) SetOrigins(ctx context.Context, appID int64, origins []string) error {
+	b, err := json.Marshal(append([]string{}, origins...))
+	if err != nil {
+		return err
+	}
+	_, err = s.wdb.ExecContext(ctx, `UPDATE apps SET origins = ? WHERE id = ?`, string(b), appID)
 	return err
 }
 

@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -157,13 +159,17 @@ func (s *Store) CreateApp(ctx context.Context, a store.App) (*store.App, error) 
 	return &a, err
 }
 
-const appCols = `id, owner, name, public, created, access_timeout_ms, signup`
+const appCols = `id, owner, name, public, created, access_timeout_ms, origins, signup`
 
 func scanApp(row interface{ Scan(...any) error }) (*store.App, error) {
 	var a store.App
 	var t, timeout int64
-	if err := row.Scan(&a.ID, &a.Owner, &a.Name, &a.Public, &t, &timeout, &a.Signup); err != nil {
+	var origins string
+	if err := row.Scan(&a.ID, &a.Owner, &a.Name, &a.Public, &t, &timeout, &origins, &a.Signup); err != nil {
 		return nil, err
+	}
+	if err := json.Unmarshal([]byte(origins), &a.Origins); err != nil {
+		return nil, fmt.Errorf("app %d origins: %w", a.ID, err)
 	}
 	a.Created = time.Unix(0, t)
 	a.AccessTimeout = time.Duration(timeout) * time.Millisecond

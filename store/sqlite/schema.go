@@ -166,7 +166,10 @@ var migrations = []string{
 	`ALTER TABLE events ADD COLUMN running INTEGER NOT NULL DEFAULT 0;`,
 	// 4: the write each event's chain of onChange writes started from.
 	`ALTER TABLE events ADD COLUMN origin INTEGER NOT NULL DEFAULT 0;`,
-	// 5: app visitors: a user row scoped to one app with a password
+	// 5: the web origins besides its own site that may call the API for
+	// an app, as a JSON array.
+	`ALTER TABLE apps ADD COLUMN origins TEXT NOT NULL DEFAULT '[]';`,
+	// 6: app visitors: a user row scoped to one app with a password
 	// hash, the app's sign-up policy, single-use tickets (invite codes,
 	// passkey ceremonies) and passkeys.
 	`ALTER TABLE users ADD COLUMN app TEXT NOT NULL DEFAULT '';

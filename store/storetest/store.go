@@ -1153,6 +1153,24 @@ func testStoreCode(t *testing.T, e *env) {
 	if a, _ := e.st.App(e.ctx, "alice", "jobs"); a.AccessTimeout != 250*time.Millisecond {
 		t.Fatalf("AccessTimeout after reopen = %v", a.AccessTimeout)
 	}
+
+	if a, _ := e.st.App(e.ctx, "alice", "jobs"); len(a.Origins) != 0 {
+		t.Fatalf("a new app's origins = %q, want none", a.Origins)
+	}
+	origins := []string{"http://localhost:5173", "https://jobs.example"}
+	if err := e.st.SetOrigins(e.ctx, app, origins); err != nil {
+		t.Fatal(err)
+	}
+	e.reopen()
+	if a, _ := e.st.App(e.ctx, "alice", "jobs"); !slices.Equal(a.Origins, origins) {
+		t.Fatalf("origins after reopen = %q, want %q", a.Origins, origins)
+	}
+	if err := e.st.SetOrigins(e.ctx, app, nil); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := e.st.App(e.ctx, "alice", "jobs"); len(a.Origins) != 0 {
+		t.Fatalf("origins after clearing = %q, want none", a.Origins)
+	}
 }
 
 // testStoreGrantsChanged: Commit reports a write that made a grant
