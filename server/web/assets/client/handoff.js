@@ -29,13 +29,19 @@ export class HandoffError extends Error {
 
 /**
  * connect returns a client for one server and credential.
- * server: the base URL ("" for the page's own origin). token: a bearer
+ * server: the base URL (by default the server this module came from, so
+ * an app's page, on its own origin, reaches the API). token: a bearer
  * token. path: the ledger label of this client's writes ("console", "cli",
  * "import"; anything else is recorded as "http").
  */
-export function connect({ server = "", token = "", path = "" } = {}) {
+export function connect({ server = apiOrigin, token = "", path = "" } = {}) {
   return new Client(String(server).replace(/\/+$/, ""), token, path);
 }
+
+// apiOrigin is where this module was served from: the API's origin. A
+// site imports it through /_handoff/client/, a redirect to the API's
+// origin, and a module's URL is the one it was finally fetched from.
+const apiOrigin = new URL(import.meta.url).origin;
 
 class Client {
   constructor(server, token, path) {
