@@ -31,6 +31,8 @@ type App struct {
 	Name   string   `json:"name"`
 	Public bool     `json:"public"`
 	Roles  []string `json:"roles,omitempty"` // the caller's roles, "owner" included
+	// Signup is who may sign up as a visitor: closed, invite or open.
+	Signup string `json:"signup,omitempty"`
 }
 
 // Member is one user's roles in an app.

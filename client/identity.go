@@ -33,6 +33,8 @@ type Settings struct {
 	// Origins replaces the web origins, besides the app's own site,
 	// whose pages may call the API for the app; an empty list clears it.
 	Origins *[]string
+	// Signup is who may sign up as a visitor: closed, invite or open.
+	Signup *string
 }
 
 // AddDevice registers k's public key as the caller's device k.Name,
@@ -143,6 +145,9 @@ func (c *Client) SetSettings(ctx context.Context, app string, s Settings) error 
 	if s.Origins != nil {
 		body["origins"] = append([]string{}, *s.Origins...)
 	}
+	if s.Signup != nil {
+		body["signup"] = *s.Signup
+	}
 	if len(body) == 0 {
 		return errs.New(errs.Invalid, "no setting to change")
 	}
@@ -153,4 +158,18 @@ func (c *Client) SetSettings(ctx context.Context, app string, s Settings) error 
 // closes it.
 func (c *Client) SetPublic(ctx context.Context, app string, public bool) error {
 	return c.SetSettings(ctx, app, Settings{Public: &public})
+}
+
+// Invite makes a single-use invite code for sign-up to app, whose policy
+// is "invite".
+func (c *Client) Invite(ctx context.Context, app string) (string, error) {
+	p, err := appPath(app)
+	if err != nil {
+		return "", err
+	}
+	var out struct {
+		Code string `json:"code"`
+	}
+	err = c.do(ctx, http.MethodPost, p+"/invites", nil, nil, &out)
+	return out.Code, err
 }

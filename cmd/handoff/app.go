@@ -40,7 +40,7 @@ func (c *cli) appCmd() *cobra.Command {
 	}
 
 	return group("app", "Manage apps, their members and their code versions", create, list, c.memberCmd(),
-		c.versionsCmd(), c.rollbackCmd(), c.setCmd())
+		c.versionsCmd(), c.rollbackCmd(), c.setCmd(), c.inviteCmd())
 }
 
 func (c *cli) memberCmd() *cobra.Command {

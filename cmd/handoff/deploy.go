@@ -99,9 +99,10 @@ func (c *cli) setCmd() *cobra.Command {
 	var timeout time.Duration
 	var public bool
 	var origins []string
+	var signup string
 	cmd := &cobra.Command{
-		Use:   "set --app OWNER/NAME [--access-timeout DURATION] [--public=true|false] [--origin URL]...",
-		Short: "Change an app's settings (the access function's deadline, public reads, web origins)",
+		Use:   "set --app OWNER/NAME [--access-timeout DURATION] [--public=true|false] [--origin URL]... [--signup closed|invite|open]",
+		Short: "Change an app's settings (the access function's deadline, public reads, web origins, visitor sign-up)",
 		Args:  noArgs,
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			a, err := app.value()
@@ -128,8 +129,12 @@ func (c *cli) setCmd() *cobra.Command {
 				s.Origins = &list
 				out["origins"] = list
 			}
-			if s.AccessTimeout == nil && s.Public == nil && s.Origins == nil {
-				return usageError{"nothing to set; pass --access-timeout 250ms (0 restores the default), --public=true|false or --origin URL"}
+			if cmd.Flags().Changed("signup") {
+				s.Signup = &signup
+				out["signup"] = signup
+			}
+			if s.AccessTimeout == nil && s.Public == nil && s.Origins == nil && s.Signup == nil {
+				return usageError{"nothing to set; pass --access-timeout 250ms (0 restores the default), --public=true|false, --origin URL or --signup closed|invite|open"}
 			}
 			if err := c.client().SetSettings(cmd.Context(), a, s); err != nil {
 				return err
@@ -141,5 +146,6 @@ func (c *cli) setCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&timeout, "access-timeout", 0, "deadline of one access-function call, e.g. 250ms (default 100ms)")
 	cmd.Flags().BoolVar(&public, "public", false, "let anonymous readers read what access.js grants to public (--public=false closes the app again)")
 	cmd.Flags().StringArrayVar(&origins, "origin", nil, "a web origin besides the app's own site whose pages may call the API for the app, e.g. http://localhost:5173 (repeatable; replaces the list; --origin= clears it)")
+	cmd.Flags().StringVar(&signup, "signup", "", "who may sign up as a visitor on the app's page: closed (the default), invite (with a code from `handoff app invite`) or open")
 	return cmd
 }
