@@ -50,10 +50,25 @@ type PasswordParams struct {
 
 // hashSlots bounds the hashes computed at once: each takes a core and
 // its memory for tens of milliseconds, so a flood of sign-ins waits here
-// instead of starving every other request of CPU and memory.
-var hashSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+// instead of starving every other request of CPU and memory. Past
+// maxHashWaiters waiting, more are turned away with ErrBusy rather than
+// piling up.
+var (
+	hashSlots   = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+	hashWaiters atomic.Int64
+)
+
+const maxHashWaiters = 256
+
+// ErrBusy is returned when too many passwords are waiting to be hashed.
+var ErrBusy = errors.New("auth: too many passwords are being checked; retry shortly")
 
 func acquire(ctx context.Context) error {
+	if hashWaiters.Add(1) > maxHashWaiters {
+		hashWaiters.Add(-1)
+		return ErrBusy
+	}
+	defer hashWaiters.Add(-1)
 	select {
 	case hashSlots <- struct{}{}:
 		return nil

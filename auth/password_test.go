@@ -54,4 +54,19 @@ func TestPasswordHashWaitsForSlot(t *testing.T) {
 	if _, err := HashPassword(ctx, "correct horse"); err == nil {
 		t.Fatal("HashPassword ran with every slot taken")
 	}
+	// With the queue full too, a hash is turned away at once.
+	hashWaiters.Add(maxHashWaiters)
+	defer hashWaiters.Add(-maxHashWaiters)
+	if _, err := CheckPassword(context.Background(), "correct horse", ""); err != ErrBusy {
+		t.Fatalf("CheckPassword with the queue full: %v, want ErrBusy", err)
+	}
+}
+
+func BenchmarkHashPassword(b *testing.B) {
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := HashPassword(ctx, "correct horse battery"); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -88,7 +88,7 @@ func (e *Engine) SignUp(ctx context.Context, appRef, name, password, invite stri
 	}
 	hash, err := auth.HashPassword(ctx, password)
 	if err != nil {
-		return "", Visitor{}, internal(err)
+		return "", Visitor{}, hashFailed(err)
 	}
 	var ticket *store.Ticket
 	if app.signup() == SignupInvite {
@@ -136,17 +136,26 @@ func (e *Engine) SignIn(ctx context.Context, appRef, name, password string) (str
 	}
 	ok, err := auth.CheckPassword(ctx, password, hash)
 	if err != nil {
-		return "", Visitor{}, internal(err)
+		return "", Visitor{}, hashFailed(err)
 	}
 	if !ok {
-		return "", Visitor{}, ErrWrongPassword()
+		return "", Visitor{}, wrongPassword()
 	}
 	token, err := e.newToken(ctx, v.ID)
 	return token, v, err
 }
 
-// ErrWrongPassword is the answer to a failed sign-in, whatever failed.
-func ErrWrongPassword() error {
+// hashFailed is a password hash that could not be computed: the server
+// is busy hashing others, or the request ended while it waited.
+func hashFailed(err error) error {
+	if errors.Is(err, auth.ErrBusy) {
+		return errs.New(errs.Unavailable, "the server is busy checking passwords; retry in a few seconds")
+	}
+	return internal(err)
+}
+
+// wrongPassword is the answer to a failed sign-in, whatever failed.
+func wrongPassword() error {
 	return &errs.Error{Code: errs.Unauthorized, Reason: "wrong name or password",
 		Message: "name or password is wrong; check both and retry, or sign up if you have no account"}
 }

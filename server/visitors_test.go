@@ -160,4 +160,15 @@ func TestVisitorSignInRateLimit(t *testing.T) {
 	if code, body, _ := r.post(guesser, in, `{"name":"kim","password":"long enough"}`); code != 200 {
 		t.Fatalf("after a long wait: %d %s", code, body)
 	}
+
+	// Refused sign-ups count too: probing for taken names is limited.
+	const prober = "192.0.2.77:1"
+	for i := range authFailBurst {
+		if code, body, _ := r.post(prober, "/v1/apps/admin/pub/visitors/signup", `{"name":"kim","password":"long enough"}`); code != 409 {
+			t.Fatalf("sign-up %d as a taken name: %d %s", i, code, body)
+		}
+	}
+	if code, body, _ := r.post(prober, "/v1/apps/admin/pub/visitors/signup", `{"name":"new-name","password":"long enough"}`); code != 429 {
+		t.Fatalf("sign-up past the limit: %d %s", code, body)
+	}
 }

@@ -23,6 +23,7 @@ var visitorTests = []test{
 	{"SignIn", testVisitorSignIn},
 	{"Scope", testVisitorScope},
 	{"SignOut", testVisitorSignOut},
+	{"PasskeyCeremonies", testVisitorPasskeyCeremonies},
 }
 
 // cheapPasswords makes hashing fast: the suite checks what is stored,
@@ -374,4 +375,60 @@ func testVisitorSignOut(t *testing.T, e *env) {
 	if a, err := e.eng.Authenticate(e.ctx, t2); err != nil || a.User != "sam@jobs--alice" {
 		t.Fatalf("the visitor's other token: %+v, %v", a, err)
 	}
+}
+
+// testVisitorPasskeyCeremonies: a ceremony's state is kept server-side,
+// is used once, lasts CeremonyLifetime on the engine's clock, and is
+// bound to the visitor who began it. (The browser side of a ceremony is
+// in the server's Chromium test.)
+func testVisitorPasskeyCeremonies(t *testing.T, e *env) {
+	e.visitorApp(engine.SignupOpen)
+	rp := engine.PasskeyRP{ID: "jobs--alice.localhost", Origin: "http://jobs--alice.localhost:8080"}
+	actor := func(name string) engine.Actor {
+		token, _ := e.signUp("alice/jobs", name, "long enough", "")
+		a, err := e.eng.Authenticate(e.ctx, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	sam, kim := actor("sam"), actor("kim")
+	_, err := e.eng.BeginPasskeyAdd(e.ctx, engine.Actor{User: "alice"}, "alice/jobs", rp)
+	wantCode(t, err, errs.Invalid, "a user adds a visitor passkey")
+	_, err = e.eng.BeginPasskeyAdd(e.ctx, sam, "bob/blog", rp)
+	wantCode(t, err, errs.Forbidden, "a passkey on another app")
+
+	c, err := e.eng.BeginPasskeyAdd(e.ctx, sam, "alice/jobs", rp)
+	if err != nil || c.ID == "" {
+		t.Fatalf("BeginPasskeyAdd = %+v, %v", c, err)
+	}
+	// Bound to sam: kim cannot finish it, and trying uses it up.
+	wantCode(t, e.eng.FinishPasskeyAdd(e.ctx, kim, "alice/jobs", rp, c.ID, []byte(`{}`)), errs.Invalid, "kim finishes sam's ceremony")
+	wantCode(t, e.eng.FinishPasskeyAdd(e.ctx, sam, "alice/jobs", rp, c.ID, []byte(`{}`)), errs.Invalid, "a used ceremony")
+
+	c, _ = e.eng.BeginPasskeyAdd(e.ctx, sam, "alice/jobs", rp)
+	err = e.eng.FinishPasskeyAdd(e.ctx, sam, "alice/jobs", rp, c.ID, []byte(`{"id":"x"}`))
+	wantCode(t, err, errs.Unauthorized, "a credential that does not verify")
+
+	s, err := e.eng.BeginPasskeySignIn(e.ctx, "alice/jobs", rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(engine.CeremonyLifetime + time.Second)
+	_, _, err = e.eng.FinishPasskeySignIn(e.ctx, "alice/jobs", rp, s.ID, []byte(`{"id":"x"}`))
+	wantCode(t, err, errs.Invalid, "a ceremony past its lifetime")
+	if !strings.Contains(err.Error(), "start again") {
+		t.Fatalf("the expiry does not say what to do: %v", err)
+	}
+	s, _ = e.eng.BeginPasskeySignIn(e.ctx, "alice/jobs", rp)
+	e.clk.Advance(engine.CeremonyLifetime - time.Second)
+	_, _, err = e.eng.FinishPasskeySignIn(e.ctx, "alice/jobs", rp, s.ID, []byte(`{"id":"x"}`))
+	wantCode(t, err, errs.Unauthorized, "a live ceremony with a bad credential")
+	// A ceremony belongs to its app: another app's finish does not find
+	// it, nor use it up.
+	s, _ = e.eng.BeginPasskeySignIn(e.ctx, "alice/jobs", rp)
+	_, _, err = e.eng.FinishPasskeySignIn(e.ctx, "bob/blog", rp, s.ID, []byte(`{"id":"x"}`))
+	wantCode(t, err, errs.Invalid, "a ceremony finished on another app")
+	_, _, err = e.eng.FinishPasskeySignIn(e.ctx, "alice/jobs", rp, s.ID, []byte(`{"id":"x"}`))
+	wantCode(t, err, errs.Unauthorized, "the ceremony on its own app")
 }
