@@ -9,6 +9,7 @@ import (
 
 	"github.com/handoff-run/handoff/auth"
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/errs"
 )
 
 func cheapPasswords() { auth.SetPasswordCost(auth.PasswordParams{Memory: 64, Time: 1, Threads: 1}) }
@@ -170,5 +171,52 @@ func TestVisitorSignInRateLimit(t *testing.T) {
 	}
 	if code, body, _ := r.post(prober, "/v1/apps/admin/pub/visitors/signup", `{"name":"new-name","password":"long enough"}`); code != 429 {
 		t.Fatalf("sign-up past the limit: %d %s", code, body)
+	}
+}
+
+// TestAccessJSSeesTheVisitor: access.js gets a visitor as user, with the
+// visitor id and no roles, and its grants can name that id.
+func TestAccessJSSeesTheVisitor(t *testing.T) {
+	cheapPasswords()
+	s := newStack(t, "")
+	const app = "alice/notes"
+	if _, err := s.e.CreateApp(s.ctx, consoleAdmin, app, false); err != nil {
+		t.Fatal(err)
+	}
+	const accessJS = `export default function (doc, oldDoc, user, ctx) {
+		if (!user || !user.id.endsWith("@notes--alice")) throw { forbidden: "visitors only" };
+		if (doc.by !== user.id || user.roles.length !== 0) throw { forbidden: "saw " + JSON.stringify(user) };
+		return { channels: ["own:" + user.id], grant: { users: { [user.id]: ["own:" + user.id] } } };
+	}`
+	if err := s.e.SetSignup(s.ctx, aliceCLI, app, engine.SignupOpen); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.e.SetAccessTimeout(s.ctx, consoleAdmin, app, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.e.Deploy(s.ctx, aliceCLI, app, accessJS, ""); err != nil {
+		t.Fatal(err)
+	}
+	visitor := func(name string) engine.Actor {
+		token, _, err := s.e.SignUp(s.ctx, app, name, "long enough", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := s.e.Authenticate(s.ctx, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	sam, kim := visitor("sam"), visitor("kim")
+	s.putAs(sam, app, "notes", "n1", `{"by":"sam@notes--alice"}`, "")
+	if _, err := s.e.Put(s.ctx, aliceCLI, app, "notes", "n2", []byte(`{"by":"alice"}`), engine.PutOptions{}); !errs.Is(err, errs.Forbidden) {
+		t.Fatalf("a server user's write: %v, want access.js's refusal", err)
+	}
+	if _, err := s.e.Get(s.ctx, sam, app, "notes", "n1"); err != nil {
+		t.Fatalf("sam reads what the grant gives sam: %v", err)
+	}
+	if _, err := s.e.Get(s.ctx, kim, app, "notes", "n1"); err == nil {
+		t.Fatal("kim read sam's note")
 	}
 }
