@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,18 +22,19 @@ import (
 
 // sqliteSchemaVersion is the embedded store's schema version (its
 // PRAGMA user_version) that migrate knows how to read.
-const sqliteSchemaVersion = 4
+const sqliteSchemaVersion = 6
 
 // migrateTable is one table copied from the embedded store to PostgreSQL:
 // the SQLite columns read, in order, and the PostgreSQL columns written.
 // Columns that differ in type are converted by kind: 'b' is a SQLite
 // integer that becomes a boolean, 'y' text that becomes bytea, 'j' the
-// document body, written both as body_text and as jsonb.
+// document body, written both as body_text and as jsonb, 'a' a JSON array
+// of strings that becomes text[].
 type migrateTable struct {
 	name  string
 	from  []string
 	to    []string
-	kinds string // one byte per from column: '.', 'b', 'y' or 'j'
+	kinds string // one byte per from column: '.', 'b', 'y', 'j' or 'a'
 	order string
 }
 
@@ -41,10 +43,11 @@ type migrateTable struct {
 // equal. Tick leases and event leases do not exist in the embedded store
 // and start empty.
 var migrateTables = []migrateTable{
-	{"users", []string{"name", "admin", "created"}, []string{"name", "admin", "created"}, ".b.", "name"},
+	{"users", []string{"name", "admin", "created", "app", "password_hash"},
+		[]string{"name", "admin", "created", "app", "password_hash"}, ".b...", "name"},
 	{"tokens", []string{"hash", "user", "created"}, []string{"hash", "user_name", "created"}, "...", "hash"},
-	{"apps", []string{"id", "owner", "name", "public", "created", "seq", "access_timeout_ms"},
-		[]string{"id", "owner", "name", "public", "created", "seq", "access_timeout_ms"}, "...b...", "id"},
+	{"apps", []string{"id", "owner", "name", "public", "created", "seq", "access_timeout_ms", "origins", "signup"},
+		[]string{"id", "owner", "name", "public", "created", "seq", "access_timeout_ms", "origins", "signup"}, "...b...a.", "id"},
 	{"members", []string{"app_id", "user", "role"}, []string{"app_id", "user_name", "role"}, "...", "app_id, user, role"},
 	{"dbs", []string{"app_id", "name"}, []string{"app_id", "name"}, "..", "app_id, name"},
 	{"docs", []string{"app_id", "db", "id", "rev", "deleted", "body", "seq", "time", "channels", "has_grants"},
@@ -67,6 +70,9 @@ var migrateTables = []migrateTable{
 	{"devices", []string{"user", "name", "public_key", "app", "created", "revoked"},
 		[]string{"user_name", "name", "public_key", "app", "created", "revoked"}, "..y...", "rowid"},
 	{"secrets", []string{"app_id", "name", "sealed", "updated"}, []string{"app_id", "name", "sealed", "updated"}, "..y.", "app_id, name"},
+	{"tickets", []string{"hash", "app_id", "kind", "user", "data", "expires", "created"},
+		[]string{"hash", "app_id", "kind", "user_name", "data", "expires", "created"}, "y...y..", "hash"},
+	{"passkeys", []string{"id", "user", "data", "created"}, []string{"id", "user_name", "data", "created"}, "y.y.", "id"},
 }
 
 // migrateCounts are what must agree on both sides after a migration.
@@ -324,6 +330,17 @@ func (m *migrateSource) Next() bool {
 			default:
 				m.vals = append(m.vals, v)
 			}
+		case 'a':
+			var list []string
+			text, _ := v.(string)
+			if b, ok := v.([]byte); ok {
+				text = string(b)
+			}
+			if m.err = json.Unmarshal([]byte(text), &list); m.err != nil {
+				m.err = fmt.Errorf("%s.%s: %q is not a JSON array of strings", m.t.name, m.t.from[i], text)
+				return false
+			}
+			m.vals = append(m.vals, append([]string{}, list...))
 		case 'j':
 			var body *string
 			switch b := v.(type) {

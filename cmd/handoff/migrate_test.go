@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -137,6 +138,24 @@ func TestMigrate(t *testing.T) {
 		dead, err := owner.Events(ctx, "load/jobs", true, 0, 1)
 		return err == nil && len(dead) > 0
 	})
+	// A visitor, with the app's sign-up policy and extra origins.
+	signup, origins := "open", []string{"http://localhost:5173"}
+	if err := owner.SetSettings(ctx, "load/notes", client.Settings{Signup: &signup, Origins: &origins}); err != nil {
+		t.Fatal(err)
+	}
+	visitor := func(route string) int {
+		t.Helper()
+		res, err := http.Post(srv.url+"/v1/apps/load/notes/visitors/"+route, "application/json",
+			strings.NewReader(`{"name":"sam","password":"long enough"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if code := visitor("signup"); code != http.StatusCreated {
+		t.Fatalf("visitor sign-up: %d", code)
+	}
 	before := readSnapshot(t, admin, owner)
 	srv.stop(t)
 
@@ -171,6 +190,9 @@ func TestMigrate(t *testing.T) {
 		b, _ := json.MarshalIndent(before, "", " ")
 		a, _ := json.MarshalIndent(after, "", " ")
 		t.Errorf("reads differ after the migration:\nbefore %s\nafter %s", b, a)
+	}
+	if code := visitor("signin"); code != http.StatusOK {
+		t.Errorf("the visitor's sign-in after the migration: %d", code)
 	}
 	// Writes carry on from the migrated sequence.
 	res, err := owner.Put(ctx, "load/notes", "notes", "note-new", []byte(`{"n":100}`), client.PutOptions{})
