@@ -12,22 +12,9 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/apptest"
 	"github.com/handoff-run/handoff/jsvm"
 )
-
-// writeFiles writes name → contents under dir, making folders.
-func writeFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, src := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // label is a small app: backend.js uses a helper module and a vendored
 // package (CommonJS, as many on npm are).
@@ -77,7 +64,7 @@ func run(t *testing.T, code, docID string) (any, error) {
 
 func TestBundleFollowsImports(t *testing.T) {
 	dir := t.TempDir()
-	writeFiles(t, dir, label)
+	apptest.Write(t, dir, label)
 	m, err := Bundle(dir, BackendFile)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +90,7 @@ func TestBundleFollowsImports(t *testing.T) {
 func TestBundleLeavesASingleFileAsWritten(t *testing.T) {
 	dir := t.TempDir()
 	src := "// one file\nexport async function onChange(event) { return event.docId; }\n"
-	writeFiles(t, dir, map[string]string{BackendFile: src})
+	apptest.Write(t, dir, map[string]string{BackendFile: src})
 	m, err := Bundle(dir, BackendFile)
 	if err != nil || m.Code != src || !slices.Equal(m.Uses, []string{BackendFile}) {
 		t.Fatalf("got %+v, %v", m, err)
@@ -112,7 +99,7 @@ func TestBundleLeavesASingleFileAsWritten(t *testing.T) {
 
 func TestBundleRefuses(t *testing.T) {
 	outside := t.TempDir()
-	writeFiles(t, outside, map[string]string{
+	apptest.Write(t, outside, map[string]string{
 		"secret.js":                      "export const key = 1;",
 		"node_modules/leak/index.js":     "export default 1;",
 		"node_modules/leak/package.json": `{"name": "leak", "main": "index.js"}`,
@@ -151,7 +138,7 @@ func TestBundleRefuses(t *testing.T) {
 			// The app's folder sits inside outside/, so that a package
 			// there is what a lookup walking upwards would find.
 			dir := filepath.Join(outside, strings.ReplaceAll(c.name, " ", "-"))
-			writeFiles(t, dir, c.files)
+			apptest.Write(t, dir, c.files)
 			_, err := Read(dir)
 			if !errs.Is(err, errs.Invalid) {
 				t.Fatalf("got %v, want invalid", err)
@@ -167,8 +154,8 @@ func TestBundleRefuses(t *testing.T) {
 
 func TestBundleRefusesASymlinkOut(t *testing.T) {
 	outside, dir := t.TempDir(), t.TempDir()
-	writeFiles(t, outside, map[string]string{"secret.js": "export const key = 1;"})
-	writeFiles(t, dir, map[string]string{"backend.js": "import { key } from \"./lib/key.js\";\nexport const config = {};"})
+	apptest.Write(t, outside, map[string]string{"secret.js": "export const key = 1;"})
+	apptest.Write(t, dir, map[string]string{"backend.js": "import { key } from \"./lib/key.js\";\nexport const config = {};"})
 	os.MkdirAll(filepath.Join(dir, "lib"), 0o755)
 	if err := os.Symlink(filepath.Join(outside, "secret.js"), filepath.Join(dir, "lib", "key.js")); err != nil {
 		t.Skip(err)
@@ -178,7 +165,7 @@ func TestBundleRefusesASymlinkOut(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	// A link that stays inside the folder is fine.
-	writeFiles(t, dir, map[string]string{"lib/real.js": "export const key = 2;"})
+	apptest.Write(t, dir, map[string]string{"lib/real.js": "export const key = 2;"})
 	os.Remove(filepath.Join(dir, "lib", "key.js"))
 	if err := os.Symlink(filepath.Join(dir, "lib", "real.js"), filepath.Join(dir, "lib", "key.js")); err != nil {
 		t.Fatal(err)
@@ -192,24 +179,24 @@ func TestBundleRefusesASymlinkOut(t *testing.T) {
 // node_modules/, or a module created for a missing import is a change.
 func TestWatchSeesImports(t *testing.T) {
 	dir := t.TempDir()
-	writeFiles(t, dir, label)
+	apptest.Write(t, dir, label)
 	c, err := Read(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"lib/text.js", "node_modules/brackets/index.js", "lib/new.js"} {
 		before := stamp(dir, c.Uses)
-		writeFiles(t, dir, map[string]string{p: "// edited " + p})
+		apptest.Write(t, dir, map[string]string{p: "// edited " + p})
 		if stamp(dir, c.Uses) == before {
 			t.Errorf("an edit of %s is not seen", p)
 		}
 	}
 	// Files of node_modules/ that the code does not use are not watched.
-	writeFiles(t, dir, map[string]string{"node_modules/brackets/README.md": "unused"})
+	apptest.Write(t, dir, map[string]string{"node_modules/brackets/README.md": "unused"})
 	os.Chtimes(filepath.Join(dir, "node_modules"), time.Unix(1, 0), time.Unix(1, 0))
 	os.Chtimes(filepath.Join(dir, "node_modules", "brackets"), time.Unix(1, 0), time.Unix(1, 0))
 	before := stamp(dir, c.Uses)
-	writeFiles(t, dir, map[string]string{"node_modules/brackets/README.md": "unused, edited"})
+	apptest.Write(t, dir, map[string]string{"node_modules/brackets/README.md": "unused, edited"})
 	os.Chtimes(filepath.Join(dir, "node_modules", "brackets"), time.Unix(1, 0), time.Unix(1, 0))
 	if stamp(dir, c.Uses) != before {
 		t.Error("an unused file in node_modules/ is watched")
