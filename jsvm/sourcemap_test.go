@@ -1,7 +1,6 @@
 package jsvm
 
 import (
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,19 +10,15 @@ import (
 	"github.com/handoff-run/handoff/internal/apptest"
 )
 
-// bundle builds entry in a folder of files into one ES module with an
-// inline source map, as a client that bundles its own code might.
-func bundle(t *testing.T, files map[string]string, entry string) string {
+// bundle bundles the backend.js of a folder of files into one ES module
+// with an inline source map, as a client that bundles its own code
+// might: with none of the limits of `handoff deploy`.
+func bundle(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := apptest.Folder(t, files)
 	res := api.Build(api.BuildOptions{
-		EntryPoints:   []string{entry},
-		AbsWorkingDir: dir,
-		Bundle:        true,
-		Format:        api.FormatESModule,
-		Sourcemap:     api.SourceMapInline,
-		Outfile:       filepath.Join(dir, entry),
-		LogLevel:      api.LogLevelSilent,
+		Stdin:         &api.StdinOptions{Contents: files["backend.js"], ResolveDir: dir, Sourcefile: "backend.js"},
+		AbsWorkingDir: dir, Bundle: true, Format: api.FormatESModule, Sourcemap: api.SourceMapInline,
 	})
 	if len(res.Errors) > 0 {
 		t.Fatalf("bundle: %v", res.Errors)
@@ -37,7 +32,7 @@ func TestBundleSourcesAreTheUsersFiles(t *testing.T) {
 		"lib/f.js":    "export function f() { return 1; }\n",
 		"unused.js":   "export const x = 1;\n",
 		"lib/note.md": "not code",
-	}, "backend.js")
+	})
 	p, err := Compile("backend.js", code)
 	if err != nil {
 		t.Fatal(err)
@@ -59,9 +54,9 @@ func TestBundleSourcesAreTheUsersFiles(t *testing.T) {
 // it came from, through the bundle's source map.
 func TestCompileErrorInABundleNamesTheModule(t *testing.T) {
 	code := bundle(t, map[string]string{
-		"backend.js": "import { ready } from \"./lib/boot.js\";\nexport function onChange() { return ready; }\n",
+		"backend.js":  "import { ready } from \"./lib/boot.js\";\nexport function onChange() { return ready; }\n",
 		"lib/boot.js": "// Waits for nothing, at the top level.\nexport const ready = await Promise.resolve(true);\n",
-	}, "backend.js")
+	})
 	_, err := Compile("backend.js", code)
 	ce, ok := err.(*CompileError)
 	if !ok || ce.File != "lib/boot.js" || ce.Line != 2 || !strings.Contains(ce.Message, "await") {
