@@ -185,10 +185,10 @@ func refusal(db string, deadline time.Duration, err error) error {
 	if errors.As(err, &je) {
 		switch v := je.Value.(type) {
 		case string:
-			return forbidden(v)
+			return forbidden(v, je)
 		case map[string]any:
 			if r, ok := v["forbidden"]; ok {
-				return forbidden(fmt.Sprint(r))
+				return forbidden(fmt.Sprint(r), je)
 			}
 		}
 		return errs.New(errs.AccessError, "the access function of %q failed: %v; fix access.js and deploy again", db, je)
@@ -207,6 +207,12 @@ func refusal(db string, deadline time.Duration, err error) error {
 	return errs.New(errs.AccessError, "the access function of %q failed: %v", db, err)
 }
 
-func forbidden(reason string) error {
-	return &errs.Error{Code: errs.Forbidden, Reason: reason, Message: "access.js refused the write: " + reason}
+// forbidden is the function's own refusal. One thrown in a module that
+// access.js imports says where, since the reason alone may not tell.
+func forbidden(reason string, je *jsvm.JSError) error {
+	msg := "access.js refused the write: " + reason
+	if je.File != engine.AccessFile && je.Line > 0 {
+		msg += fmt.Sprintf(" (refused at %s:%d:%d)", je.File, je.Line, je.Column)
+	}
+	return &errs.Error{Code: errs.Forbidden, Reason: reason, Message: msg}
 }

@@ -1,6 +1,7 @@
-// Package appdir reads an app's folder: access.js, backend.js and the
-// static files under public/, as `handoff deploy` uploads them and
-// `handoff serve --app` mounts them.
+// Package appdir reads an app's folder: access.js and backend.js, each
+// bundled with the modules it imports (bundle.go), and the static files
+// under public/, as `handoff deploy` uploads them and `handoff serve
+// --app` mounts them.
 package appdir
 
 import (
@@ -30,6 +31,9 @@ const StaticDir = engine.StaticDir
 type Code struct {
 	Access  string
 	Backend string
+	// Uses are the files Access and Backend were built from, relative
+	// to the folder, slash-separated: what a watcher must look at.
+	Uses []string
 	// Files are the static files under public/, by slash-separated path
 	// relative to it; nil without a public/ folder.
 	Files map[string][]byte
@@ -45,10 +49,10 @@ func Read(dir string) (Code, error) {
 		return Code{}, errs.New(errs.Invalid, "%s is a file, not a folder; point at the folder that holds %s and %s", dir, AccessFile, BackendFile)
 	}
 	var err error
-	if c.Access, err = readOptional(filepath.Join(dir, AccessFile)); err != nil {
+	if c.Access, err = c.module(dir, AccessFile); err != nil {
 		return Code{}, err
 	}
-	if c.Backend, err = readOptional(filepath.Join(dir, BackendFile)); err != nil {
+	if c.Backend, err = c.module(dir, BackendFile); err != nil {
 		return Code{}, err
 	}
 	if c.Files, err = ReadStatic(filepath.Join(dir, StaticDir)); err != nil {
@@ -133,22 +137,27 @@ func ReadStatic(dir string) (map[string][]byte, error) {
 	return files, nil
 }
 
-func readOptional(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+// module bundles the code file name, "" when dir has none.
+func (c *Code) module(dir, name string) (string, error) {
+	if _, err := os.Lstat(filepath.Join(dir, name)); errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
+	m, err := Bundle(dir, name)
 	if err != nil {
-		return "", errs.New(errs.Invalid, "cannot read %s: %v", path, err)
+		return "", err
 	}
-	return string(b), nil
+	c.Uses = append(c.Uses, m.Uses...)
+	return m.Code, nil
 }
 
-// Watch calls changed whenever a code file in dir is created, changed or
-// removed, until ctx ends. It polls: one stat per file per interval works
-// the same on every file system, editors' atomic renames included.
-func Watch(ctx context.Context, dir string, interval time.Duration, changed func()) {
-	last := stamp(dir)
+// Watch calls changed whenever a file in dir that the app's code may use
+// is created, changed or removed, until ctx ends. uses reports the files
+// of the last build (Code.Uses); it is called on Watch's goroutine only,
+// between calls of changed. Watch polls: one stat per file per interval
+// works the same on every file system, editors' atomic renames included.
+func Watch(ctx context.Context, dir string, interval time.Duration, uses func() []string, changed func()) {
+	stamp := func() string { return stamp(dir, uses()) }
+	last := stamp()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -156,7 +165,7 @@ func Watch(ctx context.Context, dir string, interval time.Duration, changed func
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if now := stamp(dir); now != last {
+			if now := stamp(); now != last {
 				last = now
 				changed()
 			}
@@ -164,24 +173,41 @@ func Watch(ctx context.Context, dir string, interval time.Duration, changed func
 	}
 }
 
-// stamp sums up the code files and everything under public/: a change to
-// any of them (an edit, a new or removed file) changes the stamp.
-func stamp(dir string) string {
+// stamp sums up every file in dir outside node_modules/ and hidden ones (so a module
+// created to satisfy a missing import counts too), the used files inside
+// it, and the node_modules/ folder itself, which changes when a package
+// is added or removed: a change to any of them changes the stamp. The
+// rest of node_modules/ is left alone; it can hold thousands of files.
+func stamp(dir string, uses []string) string {
 	var b strings.Builder
-	for _, name := range []string{AccessFile, BackendFile} {
-		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil {
-			fmt.Fprintf(&b, "%s %d %d\n", name, fi.Size(), fi.ModTime().UnixNano())
-		}
+	line := func(p string, fi fs.FileInfo) {
+		fmt.Fprintf(&b, "%s %d %d %v\n", p, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
 	}
-	static := filepath.Join(dir, StaticDir)
-	_ = filepath.WalkDir(static, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
+	modules := filepath.Join(dir, "node_modules")
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return nil
+		case p != dir && strings.HasPrefix(d.Name(), "."):
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
 			return nil
 		}
 		if fi, err := d.Info(); err == nil {
-			fmt.Fprintf(&b, "%s %d %d %v\n", p, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
+			line(p, fi)
+		}
+		if p == modules {
+			return filepath.SkipDir
 		}
 		return nil
 	})
+	for _, u := range uses {
+		if p := filepath.Join(dir, filepath.FromSlash(u)); strings.HasPrefix(p, modules+string(filepath.Separator)) {
+			if fi, err := os.Stat(p); err == nil {
+				line(p, fi)
+			}
+		}
+	}
 	return b.String()
 }

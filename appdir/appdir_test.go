@@ -30,7 +30,7 @@ func TestWatchSeesChanges(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	changed := make(chan struct{}, 10)
-	go Watch(ctx, dir, time.Millisecond, func() { changed <- struct{}{} })
+	go Watch(ctx, dir, time.Millisecond, func() []string { return nil }, func() { changed <- struct{}{} })
 	// The watcher's first stamp may be taken after this write; write until
 	// it reports, with a new size each time so the stamp must differ.
 	for i := 2; ; i++ {

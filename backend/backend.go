@@ -34,6 +34,7 @@ import (
 
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/suggest"
 	"github.com/handoff-run/handoff/jsvm"
 )
 
@@ -159,7 +160,7 @@ func (b *Backend) poolOptions(size int, deadline time.Duration) jsvm.Options {
 // pool's runtime.
 func (b *Backend) inspect() error {
 	ctx := context.Background()
-	cfg, err := b.readConfig(ctx)
+	cfg, scheduled, err := b.readConfig(ctx)
 	if err != nil {
 		return err
 	}
@@ -172,23 +173,25 @@ func (b *Backend) inspect() error {
 	if b.Has("scheduled") && cfg.Scheduled.Interval == 0 {
 		return errs.New(errs.Invalid, `%s exports scheduled but has no config.scheduled.interval: scheduled needs config.scheduled.interval, e.g. "30s" (export const config = {scheduled: {interval: "30s"}})`, b.file)
 	}
-	if !b.Has("scheduled") && cfg.Scheduled.Interval != 0 {
-		b.c.o.Logger.Warn("config.scheduled.interval is set but no scheduled function is exported, so nothing will tick", "file", b.file)
+	if !b.Has("scheduled") && scheduled {
+		return errs.New(errs.Invalid, "%s sets config.scheduled but exports no scheduled function, so nothing would tick; export one (export async function scheduled(event, ctx) { ... }) or remove config.scheduled", b.file)
 	}
 	return nil
 }
 
-// checkExport records handler exports and refuses those that cannot be
-// called, or whose name is a near miss of a handler's (onchange), which
-// would otherwise deploy fine and never run.
+// checkExport records handler exports and refuses every other export but
+// config: a near miss of a handler's name (onchange, schedule) would
+// otherwise deploy fine and never run. Helpers the handlers use need no
+// export, so refusing the rest costs nothing.
 func (b *Backend) checkExport(ctx context.Context, name string) error {
-	if !slices.Contains(handlerNames, name) {
-		for _, h := range handlerNames {
-			if strings.EqualFold(name, h) {
-				return errs.New(errs.Invalid, "%s exports %s, which handoff never calls; did you mean %s?", b.file, name, h)
-			}
-		}
+	if name == "config" {
 		return nil
+	}
+	if !slices.Contains(handlerNames, name) {
+		if near := suggest.Closest(name, handlerNames); near != "" {
+			return errs.New(errs.Invalid, "%s exports %s, which handoff never calls; did you mean %s?", b.file, name, near)
+		}
+		return errs.New(errs.Invalid, "%s exports %s, which handoff never calls: it calls only %s and reads config; stop exporting %s (a helper the handlers use needs no export)", b.file, exportName(name), strings.Join(handlerNames, ", "), exportName(name))
 	}
 	return b.tick.Value(ctx, name, func(vm *jsvm.VM, v goja.Value) error {
 		if _, ok := goja.AssertFunction(v); !ok {
@@ -197,6 +200,14 @@ func (b *Backend) checkExport(ctx context.Context, name string) error {
 		b.handlers = append(b.handlers, name)
 		return nil
 	})
+}
+
+// exportName words an export for a message: a default export has no name.
+func exportName(name string) string {
+	if name == "default" {
+		return "a default export"
+	}
+	return name
 }
 
 // codeError turns a module that does not compile or load into the deploy

@@ -38,8 +38,9 @@ var durationText = regexp.MustCompile(`^([0-9]+)(s|m|h)$`)
 var durationUnits = map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}
 
 // readConfig reads the config export, or returns the defaults without one.
-func (b *Backend) readConfig(ctx context.Context) (engine.BackendConfig, error) {
-	var cfg engine.BackendConfig
+// scheduled reports whether config has a scheduled section at all, which
+// a module without a scheduled function must not.
+func (b *Backend) readConfig(ctx context.Context) (cfg engine.BackendConfig, scheduled bool, err error) {
 	cfg.Scheduled.Timeout = engine.DefaultRunTimeout
 	cfg.OnChange.Concurrency = engine.DefaultConcurrency
 	cfg.OnChange.Timeout = engine.DefaultRunTimeout
@@ -47,22 +48,25 @@ func (b *Backend) readConfig(ctx context.Context) (engine.BackendConfig, error) 
 	cfg.OnChange.FanOut = engine.DefaultFanOut
 	cfg.Fetch.Timeout = engine.DefaultFetchTimeout
 	cfg.Fetch.MaxBytes = engine.DefaultFetchMaxBytes
-	err := b.tick.Value(ctx, "config", func(vm *jsvm.VM, v goja.Value) error {
-		r := configReader{file: b.file}
+	err = b.tick.Value(ctx, "config", func(vm *jsvm.VM, v goja.Value) error {
+		r := configReader{file: b.file, scheduled: &scheduled}
 		return r.read(v, &cfg)
 	})
 	if errors.Is(err, jsvm.ErrNoExport) {
-		return cfg, nil
+		return cfg, false, nil
 	}
 	var ee *errs.Error
 	if err != nil && !errors.As(err, &ee) {
 		// A getter that threw or never returned.
-		return cfg, errs.New(errs.Invalid, "%s: reading config failed: %v; export a plain object", b.file, err)
+		return cfg, false, errs.New(errs.Invalid, "%s: reading config failed: %v; export a plain object", b.file, err)
 	}
-	return cfg, err
+	return cfg, scheduled, err
 }
 
-type configReader struct{ file string }
+type configReader struct {
+	file      string
+	scheduled *bool // set when config.scheduled is present
+}
 
 func (r configReader) fail(field, format string, args ...any) error {
 	return errs.New(errs.Invalid, "%s: config%s %s", r.file, field, fmt.Sprintf(format, args...))
@@ -80,7 +84,8 @@ func (r configReader) read(v goja.Value, cfg *engine.BackendConfig) error {
 		val := top.Get(key)
 		switch key {
 		case "scheduled":
-			err = r.scheduled(val, cfg)
+			*r.scheduled = !goja.IsUndefined(val)
+			err = r.readScheduled(val, cfg)
 		case "onChange":
 			err = r.onChange(val, cfg)
 		case "fetch":
@@ -95,7 +100,7 @@ func (r configReader) read(v goja.Value, cfg *engine.BackendConfig) error {
 	return nil
 }
 
-func (r configReader) scheduled(v goja.Value, cfg *engine.BackendConfig) error {
+func (r configReader) readScheduled(v goja.Value, cfg *engine.BackendConfig) error {
 	if goja.IsUndefined(v) {
 		return nil
 	}

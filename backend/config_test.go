@@ -1,7 +1,6 @@
 package backend_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -120,10 +119,12 @@ func TestScheduledNeedsInterval(t *testing.T) {
 	} {
 		e.refused(src, "backend.js", `scheduled needs config.scheduled.interval, e.g. "30s"`)
 	}
-	// An interval without a scheduled function deploys, with a warning.
-	e.compile(`export const config = { scheduled: { interval: "30s" } }`)
-	if !strings.Contains(e.logs.String(), "no scheduled function") {
-		t.Fatalf("no warning logged: %s", e.logs)
+	// config.scheduled without a scheduled function would never tick.
+	for _, src := range []string{
+		`export const config = { scheduled: { interval: "30s" } }; export async function onChange() {}`,
+		`export const config = { scheduled: { timeout: "1m" } }`,
+	} {
+		e.refused(src, "backend.js sets config.scheduled but exports no scheduled function", "export async function scheduled")
 	}
 }
 
@@ -141,10 +142,27 @@ func TestHandlerExportsMustBeFunctions(t *testing.T) {
 	e := newEnv(t)
 	e.refused(`export const onChange = 5`, "backend.js: export onChange is 5, not a function")
 	e.refused(`export const scheduled = {}; export const config = { scheduled: { interval: "1m" } }`, "export scheduled is an object")
-	e.refused(`export async function onchange() {}`, "exports onchange", "did you mean onChange?")
-	// Other exports are the user's business.
-	b := e.compile(`export const LEASE_MS = 30000; export function helper() {}`)
-	if b.Has("onChange") || b.Has("helper") {
-		t.Fatal("Has reports a non-handler")
+}
+
+// TestUnknownExportsRefused: every export is a handler or config, so a
+// misspelt handler cannot deploy and silently never run.
+func TestUnknownExportsRefused(t *testing.T) {
+	e := newEnv(t)
+	for typed, meant := range map[string]string{
+		"onchange": "onChange", "onChanges": "onChange", "onChnage": "onChange",
+		"schedule": "scheduled", "Scheduled": "scheduled", "scheduler": "scheduled",
+		"Fetch": "fetch", "fecth": "fetch",
+	} {
+		e.refused("export async function "+typed+"() {}", "backend.js exports "+typed+", which handoff never calls; did you mean "+meant+"?")
+	}
+	e.refused(`export const LEASE_MS = 30000; export async function onChange() {}`,
+		"backend.js exports LEASE_MS, which handoff never calls", "onChange, scheduled, fetch", "needs no export")
+	e.refused(`export default async function (event, ctx) {}`, "exports a default export, which handoff never calls")
+	// Helpers that are not exported are fine.
+	b := e.compile(`const LEASE_MS = 30000; function helper() { return LEASE_MS; }
+export const config = {};
+export async function onChange() { helper(); }`)
+	if !b.Has("onChange") || b.Has("helper") || b.Has("config") {
+		t.Fatal("Has reports the wrong handlers")
 	}
 }

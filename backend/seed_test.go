@@ -3,11 +3,14 @@ package backend_test
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/handoff-run/handoff/appdir"
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/apptest"
 	"github.com/handoff-run/handoff/jsvm"
 )
 
@@ -58,7 +61,40 @@ func resizeStandIn(vm *jsvm.VM) error {
 func TestSeedBackendRunsUnchanged(t *testing.T) {
 	src := seedBackend(t)
 	e := newEnvWith(t, resizeStandIn)
-	b := e.compile(src)
+	runSeedJobs(t, e, e.compile(src))
+}
+
+// TestSeedBackendWithItsHelperInAModule: the sample's work function sits
+// in a module beside backend.js, which imports it; the folder is read and
+// bundled as `handoff deploy` reads it, and the sample itself is
+// unchanged below its one import line. No global stand-in is installed:
+// the helper can only come from the module.
+func TestSeedBackendWithItsHelperInAModule(t *testing.T) {
+	src := seedBackend(t)
+	dir := apptest.Folder(t, map[string]string{
+		"backend.js": "import { resize } from \"./resize.js\";\n" + src,
+		"resize.js": `// The slow step of a job. Its result depends only on the input and
+// the key, so a second run of the same attempt repeats it exactly.
+export async function resize(input, key) {
+  return "resized " + input + " as " + key;
+}
+`,
+	})
+	code, err := appdir.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(code.Uses, []string{"backend.js", "resize.js"}) {
+		t.Fatalf("uses %q", code.Uses)
+	}
+	e := newEnv(t)
+	runSeedJobs(t, e, e.compile(code.Backend))
+}
+
+// runSeedJobs plays the sample's life of a job: a claim and a finish, a
+// stale redelivery, and a sweep of expired leases.
+func runSeedJobs(t *testing.T, e *env, b engine.Backend) {
+	t.Helper()
 	if cfg := b.Config(); cfg.Scheduled.Interval != 30*time.Second || !b.Has("onChange") || !b.Has("scheduled") {
 		t.Fatalf("config %+v, handlers onChange=%v scheduled=%v", cfg, b.Has("onChange"), b.Has("scheduled"))
 	}

@@ -293,13 +293,39 @@ func (c *Client) Delete(ctx context.Context, app, db, id, ifRev string) (WriteRe
 // Query lists live documents whose field equals key (a JSON value), one
 // page of at most limit (0: the server's default) after the cursor after.
 func (c *Client) Query(ctx context.Context, app, db, field string, key json.RawMessage, limit int, after string) (Page, error) {
+	return c.query(ctx, app, db, url.Values{"field": {field}, "key": {string(key)}}, limit, after)
+}
+
+// QueryRange lists live documents whose field holds a number or string
+// from from (inclusive) to to (exclusive), both JSON values; nil leaves
+// that end open. Numbers come before strings; the page is in order of
+// the field's value, then id.
+func (c *Client) QueryRange(ctx context.Context, app, db, field string, from, to json.RawMessage, limit int, after string) (Page, error) {
+	q := url.Values{"field": {field}}
+	if from != nil {
+		q.Set("from", string(from))
+	}
+	if to != nil {
+		q.Set("to", string(to))
+	}
+	return c.query(ctx, app, db, q, limit, after)
+}
+
+// QueryPrefix lists live documents whose field is a string that starts
+// with prefix, in order of the field's value, then id.
+func (c *Client) QueryPrefix(ctx context.Context, app, db, field, prefix string, limit int, after string) (Page, error) {
+	return c.query(ctx, app, db, url.Values{"field": {field}, "prefix": {prefix}}, limit, after)
+}
+
+func (c *Client) query(ctx context.Context, app, db string, sel url.Values, limit int, after string) (Page, error) {
 	p, err := dbPath(app, db)
 	if err != nil {
 		return Page{}, err
 	}
 	q := pageQuery(limit, after)
-	q.Set("field", field)
-	q.Set("key", string(key))
+	for k, v := range sel {
+		q[k] = v
+	}
 	var out Page
 	err = c.do(ctx, http.MethodGet, p+"/query", q, nil, &out)
 	out.Docs = nonNil(out.Docs)

@@ -4,33 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/handoff-run/handoff/client"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
-	"github.com/handoff-run/handoff/server"
-	"github.com/handoff-run/handoff/store/sqlite"
 )
 
 // TestAgainstTheRealServer runs the client against the real HTTP API on a
 // real store, so the two sides of the contract cannot drift apart.
 func TestAgainstTheRealServer(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	eng := engine.New(st, engine.Options{})
-	if _, err := eng.Bootstrap(ctx, "hnd_admin"); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(server.New(eng, server.Options{}))
-	t.Cleanup(srv.Close)
-
-	admin := client.New(srv.URL, "hnd_admin", client.WithPath("cli"))
+	url := realServer(t)
+	admin := client.New(url, "hnd_admin", client.WithPath("cli"))
 	if id, err := admin.WhoAmI(ctx); err != nil || id.User != engine.AdminUser || !id.Admin {
 		t.Fatalf("whoami = %+v, %v", id, err)
 	}
@@ -41,7 +27,7 @@ func TestAgainstTheRealServer(t *testing.T) {
 	if _, err := admin.AddUser(ctx, "bob"); err != nil {
 		t.Fatal(err)
 	}
-	c := client.New(srv.URL, alice.Token, client.WithPath("cli"))
+	c := client.New(url, alice.Token, client.WithPath("cli"))
 	if info, err := c.CreateApp(ctx, "alice/jobs", false); err != nil || info.Owner != "alice" {
 		t.Fatalf("create app = %+v, %v", info, err)
 	}
@@ -148,14 +134,14 @@ func TestAgainstTheRealServer(t *testing.T) {
 	}
 
 	// Who may do what comes back as codes.
-	bob := client.New(srv.URL, "", client.WithPath("cli"))
+	bob := client.New(url, "", client.WithPath("cli"))
 	if _, err := bob.Put(ctx, "alice/jobs", "jobs", "x", json.RawMessage(`{}`), client.PutOptions{}); !errs.Is(err, errs.Unauthorized) {
 		t.Errorf("anonymous write: %v", err)
 	}
 	if _, err := c.Get(ctx, "alice/nope", "jobs", "x"); !errs.Is(err, errs.NotFound) {
 		t.Errorf("unknown app: %v", err)
 	}
-	if _, err := client.New(srv.URL, "hnd_wrong").WhoAmI(ctx); !errs.Is(err, errs.Unauthorized) {
+	if _, err := client.New(url, "hnd_wrong").WhoAmI(ctx); !errs.Is(err, errs.Unauthorized) {
 		t.Errorf("wrong token: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -362,7 +361,7 @@ func (f *Feed) scan(ctx context.Context, wait time.Duration, take func(r store.R
 type QueryFeed struct {
 	*Feed
 	path    []string
-	key     any
+	match   func(v any) bool // does the field's value belong in the result
 	members map[string]bool
 }
 
@@ -376,9 +375,19 @@ type QueryChange struct {
 // maxSnapshot bounds a live query's first answer.
 const maxSnapshot = 10_000
 
-// FollowQuery opens a live query and returns its snapshot: the matching
-// documents as of Seq; the feed continues after Seq.
+// FollowQuery opens a live query by a field's value and returns its
+// snapshot: the matching documents as of Seq; the feed continues after
+// Seq.
 func (e *Engine) FollowQuery(ctx context.Context, a Actor, appRef, db, field string, key json.RawMessage) (*QueryFeed, Page, int64, error) {
+	if key == nil {
+		key = json.RawMessage{}
+	}
+	return e.FollowSelect(ctx, a, appRef, db, Selector{Field: field, Key: key})
+}
+
+// FollowSelect is FollowQuery for any selector: a key, a range or a
+// prefix.
+func (e *Engine) FollowSelect(ctx context.Context, a Actor, appRef, db string, sel Selector) (*QueryFeed, Page, int64, error) {
 	if err := ValidDB(db); err != nil {
 		return nil, Page{}, 0, err
 	}
@@ -397,7 +406,7 @@ func (e *Engine) FollowQuery(ctx context.Context, a Actor, appRef, db, field str
 	members := map[string]bool{}
 	after := ""
 	for len(snap.Docs) < maxSnapshot {
-		p, err := e.Query(ctx, a, appRef, db, field, key, MaxLimit, after)
+		p, err := e.Select(ctx, a, appRef, db, sel, MaxLimit, after)
 		if err != nil {
 			return nil, Page{}, 0, err
 		}
@@ -417,12 +426,12 @@ func (e *Engine) FollowQuery(ctx context.Context, a Actor, appRef, db, field str
 	if err != nil {
 		return nil, Page{}, 0, err
 	}
-	var k any
-	if err := decodeJSON(key, &k); err != nil {
+	match, err := sel.matcher()
+	if err != nil {
 		f.Close()
-		return nil, Page{}, 0, errs.New(errs.Invalid, "query key %q is not a JSON value", key)
+		return nil, Page{}, 0, err
 	}
-	return &QueryFeed{Feed: f, path: strings.Split(field, "."), key: k, members: members}, snap, seq, nil
+	return &QueryFeed{Feed: f, path: strings.Split(sel.Field, "."), match: match, members: members}, snap, seq, nil
 }
 
 // Next returns the changes that touch the query's result, and the seq
@@ -477,7 +486,7 @@ func (q *QueryFeed) matches(doc json.RawMessage) bool {
 			return false
 		}
 	}
-	return reflect.DeepEqual(v, q.key)
+	return q.match(v)
 }
 
 func decodeJSON(b []byte, v any) error {

@@ -80,3 +80,23 @@ func (e *Engine) Logs(ctx context.Context, a Actor, appRef string, after int64, 
 	}
 	return out, nil
 }
+
+// LogDeploy stores a line in the app's log about a deploy that no
+// request reports back on: `serve --app` redeploying a folder as it is
+// edited. The owner sees it where handler errors show, in `handoff logs`
+// and the console.
+func (e *Engine) LogDeploy(ctx context.Context, a Actor, appRef, level, message string, kv ...any) error {
+	app, err := e.appAs(ctx, a, appRef)
+	if err != nil {
+		return err
+	}
+	if err := e.mayAdmin(a, app); err != nil {
+		return err
+	}
+	var fields json.RawMessage
+	if len(kv) > 0 {
+		fields = fieldsJSON(kv...)
+	}
+	e.appLog(app, "deploy", level, message, fields)
+	return nil
+}

@@ -96,38 +96,10 @@ type Page struct {
 
 // Query lists live documents whose field equals key (JSON), by id.
 func (e *Engine) Query(ctx context.Context, a Actor, appRef, db, field string, key json.RawMessage, limit int, after string) (Page, error) {
-	app, v, err := e.readable(ctx, a, appRef, db, false)
-	if err != nil {
-		return Page{}, err
+	if key == nil {
+		key = json.RawMessage{}
 	}
-	if err := ValidField(field); err != nil {
-		return Page{}, err
-	}
-	key = bytes.TrimSpace(key)
-	if !json.Valid(key) {
-		return Page{}, errs.New(errs.Invalid, "query key %q is not a JSON value; quote strings, e.g. \"running\"", key)
-	}
-	if d := jsonDepth(key); d > MaxDepth {
-		return Page{}, errs.New(errs.Invalid, "query key nests %d levels deep; documents nest at most %d, so none would match", d, MaxDepth)
-	}
-	if ve := checkValues(key); ve != nil {
-		at := ""
-		if len(ve.path) > 0 {
-			at = " at " + ve.where()
-		}
-		return Page{}, errs.New(errs.Invalid, "query key%s: %s; no document can hold such a value, so query with one that fits", at, ve.fault)
-	}
-	limit, err = pageLimit(limit)
-	if err != nil {
-		return Page{}, err
-	}
-	afterID, err := decodeCursor(after)
-	if err != nil {
-		return Page{}, err
-	}
-	return e.fillPage(app, v, db, limit, afterID, func(after string, n int) ([]store.Doc, error) {
-		return e.st.Query(ctx, store.Query{AppID: app.ID, DB: db, Field: field, Key: key, After: after, Limit: n})
-	})
+	return e.Select(ctx, a, appRef, db, Selector{Field: field, Key: key}, limit, after)
 }
 
 // Scan lists the live documents of a database by id.
@@ -144,18 +116,25 @@ func (e *Engine) Scan(ctx context.Context, a Actor, appRef, db string, limit int
 	if err != nil {
 		return Page{}, err
 	}
-	return e.fillPage(app, v, db, limit, afterID, func(after string, n int) ([]store.Doc, error) {
-		return e.st.Scan(ctx, app.ID, db, after, n)
+	return e.fillPage(app, v, db, limit, pos{id: afterID}, nil, func(after pos, n int) ([]store.Doc, error) {
+		return e.st.Scan(ctx, app.ID, db, after.id, n)
 	})
 }
 
 // fillPage reads pages from the store until it has limit documents the
 // reader may see (or the end), so filtering never returns a short page
 // with more to come. It reads one extra document to know whether there
-// is a next page.
-func (e *Engine) fillPage(app *appState, v *view, db string, limit int, after string, fetch func(after string, n int) ([]store.Doc, error)) (Page, error) {
+// is a next page. keyOf, for queries in (value, id) order, gives the
+// value a cursor resumes after; nil means id order.
+func (e *Engine) fillPage(app *appState, v *view, db string, limit int, after pos, keyOf func(store.Doc) json.RawMessage, fetch func(after pos, n int) ([]store.Doc, error)) (Page, error) {
 	p := Page{Docs: make([]json.RawMessage, 0, min(limit, 64))}
-	lastID := ""
+	var last pos
+	at := func(d store.Doc) pos {
+		if keyOf == nil {
+			return pos{id: d.ID}
+		}
+		return pos{id: d.ID, key: keyOf(d)}
+	}
 	for {
 		docs, err := fetch(after, limit+1)
 		if err != nil {
@@ -163,15 +142,20 @@ func (e *Engine) fillPage(app *appState, v *view, db string, limit int, after st
 		}
 		for _, d := range docs {
 			if !v.sees(app, db, d.Channels) {
-				after = d.ID
+				after = at(d)
 				continue
 			}
 			if len(p.Docs) == limit {
-				p.Next = encodeCursor(lastID)
+				if keyOf == nil {
+					p.Next = encodeCursor(last.id)
+				} else {
+					p.Next = encodeRangeCursor(last.key, last.id)
+				}
 				return p, nil
 			}
 			p.Docs = append(p.Docs, DocJSON(d.ID, d.Rev, false, d.Body))
-			lastID, after = d.ID, d.ID
+			last = at(d)
+			after = last
 		}
 		if len(docs) <= limit {
 			return p, nil

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"path/filepath"
 	"slices"
 	"unicode/utf8"
 
@@ -16,6 +18,7 @@ import (
 // *goja.Program, so a deploy pays for parsing and compiling exactly once.
 type Program struct {
 	filename string
+	sources  []string // the user's files in stack frames (mapSources)
 	code     string
 	prog     *goja.Program
 	exports  []string
@@ -29,6 +32,10 @@ func (p *Program) Filename() string { return p.filename }
 // syntax, not by running it, so a deploy can validate exports without
 // executing user code.
 func (p *Program) Exports() []string { return slices.Clone(p.exports) }
+
+// Sources are the user's files the program was built from: its own
+// name, or for a bundle every module in it ("lib/resize.js").
+func (p *Program) Sources() []string { return slices.Clone(p.sources) }
 
 // HasExport reports whether the module exports name.
 func (p *Program) HasExport(name string) bool { return slices.Contains(p.exports, name) }
@@ -62,6 +69,10 @@ var loweredFeatures = map[string]bool{
 	"top-level-await":      false, // CommonJS has none; esbuild reports it with a position
 }
 
+// Unsupported is the feature set of esbuild that the runtime cannot run,
+// for a bundler that should refuse that syntax where the user wrote it.
+func Unsupported() map[string]bool { return maps.Clone(loweredFeatures) }
+
 // Compile turns the ES module source (named filename in errors) into a
 // Program. Syntax errors, imports (a module must be self-contained) and
 // syntax the runtime cannot run come back as a *CompileError that names
@@ -80,7 +91,9 @@ func Compile(filename, source string) (*Program, error) {
 		LogLevel:       api.LogLevelSilent,
 	})
 	if len(res.Errors) > 0 {
-		return nil, newCompileError(filename, res.Errors)
+		e := NewCompileError(filename, res.Errors)
+		mapBack(e, source)
+		return nil, e
 	}
 	exports, err := moduleExports(filename, source)
 	if err != nil {
@@ -92,7 +105,7 @@ func Compile(filename, source string) (*Program, error) {
 	if err != nil {
 		return nil, gojaCompileError(filename, err)
 	}
-	return &Program{filename: filename, code: code, prog: prog, exports: exports}, nil
+	return &Program{filename: filename, sources: mapSources(filename, code), code: code, prog: prog, exports: exports}, nil
 }
 
 // moduleExports asks esbuild for the module's export names. A Transform
@@ -119,7 +132,7 @@ func moduleExports(filename, source string) ([]string, error) {
 		for i := range res.Errors {
 			res.Errors[i].Text = importHint(res.Errors[i].Text)
 		}
-		return nil, newCompileError(filename, res.Errors)
+		return nil, NewCompileError(filename, res.Errors)
 	}
 	var meta struct {
 		Outputs map[string]struct {
@@ -142,15 +155,20 @@ func importHint(text string) string {
 	const prefix = "Could not resolve "
 	if len(text) > len(prefix) && text[:len(prefix)] == prefix {
 		return "cannot import " + text[len(prefix):] +
-			": a deployed module runs on its own, so inline the code you need or bundle it into this file before deploying"
+			": code sent to the server must be one file; deploy the app's folder with `handoff deploy`, which bundles the modules it imports, or inline the code"
 	}
 	return text
 }
 
-func newCompileError(filename string, msgs []api.Message) *CompileError {
+// NewCompileError describes esbuild's errors: the first one at its file
+// (filename unless esbuild names another), line and column.
+func NewCompileError(filename string, msgs []api.Message) *CompileError {
 	m := msgs[0]
 	e := &CompileError{File: filename, Message: m.Text, More: len(msgs) - 1}
 	if loc := m.Location; loc != nil {
+		if loc.File != "" {
+			e.File = filepath.ToSlash(loc.File)
+		}
 		e.Line = loc.Line
 		col := loc.Column
 		if col > len(loc.LineText) {
@@ -173,7 +191,7 @@ func gojaCompileError(filename string, err error) *CompileError {
 		e.Message = se.Message
 		if se.File != nil {
 			pos := se.File.Position(se.Offset)
-			e.Line, e.Column = pos.Line, pos.Column
+			e.File, e.Line, e.Column = pos.Filename, pos.Line, pos.Column
 		}
 	}
 	e.Message += " (this syntax is not supported by handoff's JavaScript runtime; rewrite it with older syntax)"

@@ -25,8 +25,8 @@ func (vm *VM) exceptionError(ex *goja.Exception, export string) *JSError {
 			f.Write(&b)
 			b.WriteByte('\n')
 			if e.Line == 0 {
-				if pos := f.Position(); pos.Filename == vm.prog.filename && pos.Line > 0 {
-					e.Line, e.Column = pos.Line, pos.Column
+				if pos := f.Position(); vm.prog.isSource(pos.Filename) && pos.Line > 0 {
+					e.File, e.Line, e.Column = pos.Filename, pos.Line, pos.Column
 				}
 			}
 		}
@@ -51,7 +51,9 @@ func (vm *VM) valueError(v goja.Value, export string, rejected bool) *JSError {
 		e.Message = valueString(obj.Get("message"))
 		if stack := valueString(obj.Get("stack")); stack != "" {
 			e.Stack = stackFrames(stack)
-			e.Line, e.Column = vm.positionIn(stack)
+			if file, line, col := vm.positionIn(stack); line > 0 {
+				e.File, e.Line, e.Column = file, line, col
+			}
 		}
 		return e
 	}
@@ -98,18 +100,18 @@ func stackFrames(stack string) string {
 // "at onChange (backend.js:7:12(34))".
 var framePos = regexp.MustCompile(`([^\s()]+):(\d+):(\d+)`)
 
-// positionIn finds the first frame in the user's file in a stack string.
-// A rejected Error has no *goja.Exception, only this string.
-func (vm *VM) positionIn(stack string) (line, col int) {
+// positionIn finds the first frame in one of the user's files in a stack
+// string. A rejected Error has no *goja.Exception, only this string.
+func (vm *VM) positionIn(stack string) (file string, line, col int) {
 	for _, m := range framePos.FindAllStringSubmatch(stack, -1) {
-		if m[1] != vm.prog.filename {
+		if !vm.prog.isSource(m[1]) {
 			continue
 		}
 		line, _ = strconv.Atoi(m[2])
 		col, _ = strconv.Atoi(m[3])
-		return line, col
+		return m[1], line, col
 	}
-	return 0, 0
+	return "", 0, 0
 }
 
 // String renders a JSError with its stack, for logs.

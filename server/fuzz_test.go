@@ -250,6 +250,13 @@ func FuzzHTTP(f *testing.F) {
 		{"GET", raw, "/v1/apps/alice/jobs/dbs/jobs/docs/a/b", "", 1, "", ""},
 		{"GET", raw, "/v1/apps/ALICE/jobs/dbs/x%20y/docs/%ff", "%zz", 5, "", ""},
 		{"GET", raw, "/v1/apps/alice/jobs/dbs/jobs/docs", "after=%00", 8, "", ""},
+		{"GET", raw, "/", "", 0, "Host: jobs--alice.localhost:8080", ""},
+		{"POST", raw, "/api/in", "q=1", 1, "Host: JOBS--alice.localhost.", "hello"},
+		{"GET", raw, "/_handoff/client/../../v1/whoami", "", 1, "Host: jobs--alice.localhost", ""},
+		{"GET", raw, "/x", "", 0, "Host: a--b--c--.localhost", ""},
+		{"OPTIONS", route(doc), "", "", 1, "Origin: http://jobs--alice.localhost\nAccess-Control-Request-Method: PUT", ""},
+		{"GET", route("/v1/whoami"), "", "", 1, "Origin: http://pub--alice.localhost:1", ""},
+		{"PUT", route("/v1/apps/{owner}/{app}/settings"), "alice|jobs", "", 1, "", `{"origins":["http://localhost:5173","x:/y",""]}`},
 	} {
 		f.Add(s.method, s.route, s.params, s.query, s.auth, s.header, []byte(s.body))
 	}
@@ -299,6 +306,10 @@ func (fs *fuzzServer) do(t *testing.T, method string, route uint8, params, query
 		}
 		if !headerOnTheWire(k, v) {
 			return // net/http answers 400 before any handler sees it
+		}
+		if strings.EqualFold(k, "Host") {
+			req.Host = v // an app's site, say
+			continue
 		}
 		req.Header.Add(k, v)
 	}

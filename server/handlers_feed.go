@@ -18,8 +18,8 @@ const defaultHeartbeat = 15 * time.Second
 
 // feed streams an app's changes as server-sent events (DESIGN §9). Each
 // event's id is its seq: a client that reconnects with Last-Event-ID (or
-// ?since=) resumes right after the last event it saw. With ?field=&key=
-// (and ?db=) it is a live query: a snapshot event, then each change that
+// ?since=) resumes right after the last event it saw. With ?field= and
+// key=, from=/to= or prefix= (and ?db=) it is a live query: a snapshot event, then each change that
 // enters or leaves the result, with "match"; a live query starts over
 // with a new snapshot on every connection.
 //
@@ -82,11 +82,11 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request, a engine.Actor) er
 	ctx := r.Context()
 
 	if field != "" {
-		key, err := keyParam(r)
+		sel, err := selectorParams(r)
 		if err != nil {
 			return err
 		}
-		qf, snap, seq, err := s.e.FollowQuery(ctx, a, appRef(r), db, field, key)
+		qf, snap, seq, err := s.e.FollowSelect(ctx, a, appRef(r), db, sel)
 		if err != nil {
 			return err
 		}
@@ -138,13 +138,4 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request, a engine.Actor) er
 			return nil
 		}
 	}
-}
-
-// keyParam is a query's key: a JSON value.
-func keyParam(r *http.Request) (json.RawMessage, error) {
-	k := r.URL.Query().Get("key")
-	if k == "" || !json.Valid([]byte(k)) {
-		return nil, errs.New(errs.Invalid, "key=%q is not a JSON value; quote strings, e.g. key=\"running\"", k)
-	}
-	return json.RawMessage(k), nil
 }

@@ -19,24 +19,45 @@ func (s *Server) listDBs(w http.ResponseWriter, r *http.Request, a engine.Actor)
 	return nil
 }
 
-// query answers field=key lookups. key is a JSON value, so "3" and 3 are
-// different keys; the CLI quotes bare words before sending them.
+// query answers field=key lookups, ranges (from, to) and prefixes. key,
+// from and to are JSON values, so "3" and 3 are different keys; the CLI
+// quotes bare words before sending them. prefix is plain text.
 func (s *Server) query(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
-	q := r.URL.Query()
-	field := q.Get("field")
-	if field == "" || !q.Has("key") {
-		return errs.New(errs.Invalid, "a query needs field and key; pass e.g. ?field=status&key=%%22running%%22 (key is a JSON value)")
+	sel, err := selectorParams(r)
+	if err != nil {
+		return err
 	}
 	limit, err := limitParam(r)
 	if err != nil {
 		return err
 	}
-	p, err := s.e.Query(r.Context(), a, appRef(r), r.PathValue("db"), field, json.RawMessage(q.Get("key")), limit, q.Get("after"))
+	p, err := s.e.Select(r.Context(), a, appRef(r), r.PathValue("db"), sel, limit, r.URL.Query().Get("after"))
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, p)
 	return nil
+}
+
+// selectorParams reads field with key, from and/or to, or prefix.
+func selectorParams(r *http.Request) (engine.Selector, error) {
+	q := r.URL.Query()
+	sel := engine.Selector{Field: q.Get("field")}
+	if sel.Field == "" || !(q.Has("key") || q.Has("from") || q.Has("to") || q.Has("prefix")) {
+		return sel, errs.New(errs.Invalid, "a query needs field and key, from/to or prefix; pass e.g. ?field=status&key=%%22running%%22 or ?field=n&from=10&to=20 (key, from and to are JSON values)")
+	}
+	param := func(name string) json.RawMessage {
+		if !q.Has(name) {
+			return nil
+		}
+		return json.RawMessage(q.Get(name))
+	}
+	sel.Key, sel.From, sel.To = param("key"), param("from"), param("to")
+	if q.Has("prefix") {
+		p := q.Get("prefix")
+		sel.Prefix = &p
+	}
+	return sel, nil
 }
 
 // scan lists a database's live documents by id.

@@ -124,7 +124,10 @@ type Documents interface {
 	// History lists every revision of a document, oldest first.
 	History(ctx context.Context, appID int64, db, id string) ([]Revision, error)
 	// Query lists live documents whose Field equals Key, ordered by id,
-	// starting after q.After. Its cost must not grow with the database.
+	// starting after q.After; or, with q.Range, those whose Field holds a
+	// number or string in the range, ordered by that value and then id,
+	// starting after (q.AfterKey, q.After). Its cost must not grow with
+	// the database.
 	Query(ctx context.Context, q Query) ([]Doc, error)
 	// Scan lists live documents of a database ordered by id, after after.
 	Scan(ctx context.Context, appID int64, db, after string, limit int) ([]Doc, error)
@@ -347,10 +350,23 @@ type Query struct {
 	DB    string
 	// Field is a top-level name or a dotted path; callers validate it.
 	Field string
-	// Key is the JSON value the field must equal.
-	Key   []byte
+	// Key is the JSON value the field must equal, unless Range is set.
+	Key []byte
+	// Range, when set, selects by a range of values instead of Key.
+	Range *Range
 	After string
-	Limit int
+	// AfterKey is the field's value (JSON) in document After, where a
+	// range query's page resumes; nil starts at the range's beginning.
+	AfterKey []byte
+	Limit    int
+}
+
+// Range is an interval of field values for a Query. Only numbers and
+// strings are in a range: numbers first, by value, then strings, by
+// their UTF-8 bytes (code point order). From (inclusive) and To
+// (exclusive) are JSON numbers or strings; nil leaves that end open.
+type Range struct {
+	From, To []byte
 }
 
 // Events is the outbox: onChange events waiting for delivery. A claimed

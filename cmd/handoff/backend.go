@@ -19,7 +19,8 @@ func (c *cli) logsCmd() *cobra.Command {
 		Short: "Print the app's handler log (ctx.log, console, failed runs) as NDJSON",
 		Long: `Print the app's log lines as NDJSON ({"id","time","level","source","message",
 "fields"}): what backend.js wrote with ctx.log or console, failed onChange
-runs and scheduled ticks, and loop-guard stops. With --follow, keep
+runs and scheduled ticks, loop-guard stops, and edits that serve --app
+could not deploy. With --follow, keep
 printing new lines until interrupted.`,
 		Args: noArgs,
 		RunE: action(func(cmd *cobra.Command, args []string) error {

@@ -17,9 +17,12 @@ func (c *cli) deployCmd() *cobra.Command {
 		Use:   "deploy --app OWNER/NAME DIR",
 		Short: "Upload DIR/access.js, DIR/backend.js and DIR/public/ as the app's next code version",
 		Long: `Upload DIR/access.js, DIR/backend.js and the static files under DIR/public/
-as the app's next numbered code version and make it live. Code that does
-not compile is refused with its file, line and column, and the live
-version stays. Static files are served on the app's own site,
+as the app's next numbered code version and make it live. access.js and
+backend.js may import modules from the folder ("./lib/resize.js") and
+packages from its node_modules/; each is bundled with what it imports,
+and nothing outside the folder can be imported. Code that does not
+compile is refused with its file, line and column, and the live version
+stays. Static files are served on the app's own site,
 http://NAME--OWNER.localhost:PORT/ (public/index.html at /); names
 starting with "." are skipped.`,
 		Args: exactArgs(1, "DIR"),

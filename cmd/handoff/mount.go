@@ -40,8 +40,9 @@ func parseMount(s string) (mount, error) {
 
 // start makes sure the owner and the app exist, deploys the folder's code
 // if it differs from the live version, then redeploys on every edit until
-// ctx ends. A version that does not compile is logged and the live one
-// stays, as with `handoff deploy`.
+// ctx ends. A version that does not build or compile is logged, to the
+// terminal and to the app's own log, and the live one stays, as with
+// `handoff deploy`; the next good version logs that it recovered.
 func (m mount) start(ctx context.Context, e *engine.Engine, dataDir string, log *slog.Logger) error {
 	admin := engine.Actor{User: engine.AdminUser, Admin: true, Path: "cli"}
 	owner, _, _ := strings.Cut(m.app, "/")
@@ -59,36 +60,70 @@ func (m mount) start(ctx context.Context, e *engine.Engine, dataDir string, log 
 	if _, err := e.CreateApp(ctx, admin, m.app, false); err != nil && !errs.Is(err, errs.Exists) {
 		return err
 	}
-	sync := func() {
-		v, err := m.sync(ctx, e, admin)
-		switch {
-		case err != nil:
-			log.Error("app code not deployed; the live version stays", "app", m.app, "dir", m.dir, "err", err)
-		case v > 0:
-			log.Info("deployed the app's code", "app", m.app, "dir", m.dir, "version", v)
-		}
-	}
-	sync()
-	go appdir.Watch(ctx, m.dir, mountPoll, sync)
+	w := &mountWatch{m: m, e: e, admin: admin, log: log}
+	w.sync(ctx)
+	go appdir.Watch(ctx, m.dir, mountPoll, func() []string { return w.uses }, func() { w.sync(ctx) })
 	return nil
 }
 
-// sync deploys the folder's code unless it is already live; it returns
-// the new version, or 0 when nothing changed.
-func (m mount) sync(ctx context.Context, e *engine.Engine, admin engine.Actor) (int, error) {
-	code, err := appdir.Read(m.dir)
-	if err != nil {
-		return 0, err
+// mountWatch is the state of one mounted folder between edits. Only the
+// watching goroutine touches it, after start's first sync.
+type mountWatch struct {
+	m     mount
+	e     *engine.Engine
+	admin engine.Actor
+	log   *slog.Logger
+	uses  []string // the files of the last build, for the watcher
+	// failed is the error of the last deploy that failed, "" once one
+	// succeeds: the same error twice is logged once.
+	failed string
+}
+
+// sync deploys the folder and reports how that went.
+func (w *mountWatch) sync(ctx context.Context) {
+	m := w.m
+	v, deployed, err := w.deploy(ctx)
+	switch {
+	case err != nil:
+		w.log.Error("app code not deployed; the live version stays", "app", m.app, "dir", m.dir, "err", err)
+		if msg := err.Error(); msg != w.failed {
+			w.failed = msg
+			w.appLog(ctx, "error", "the code in "+m.dir+" was not deployed, so the live version stays: "+msg)
+		}
+		return
+	case deployed:
+		w.log.Info("deployed the app's code", "app", m.app, "dir", m.dir, "version", v)
 	}
-	live, _, err := e.LiveCode(ctx, admin, m.app)
+	if w.failed != "" {
+		w.failed = ""
+		w.log.Info("the app's code deploys again", "app", m.app, "dir", m.dir, "version", v)
+		w.appLog(ctx, "info", fmt.Sprintf("recovered: the code in %s deploys again; version %d is live", m.dir, v))
+	}
+}
+
+func (w *mountWatch) appLog(ctx context.Context, level, msg string) {
+	if err := w.e.LogDeploy(ctx, w.admin, w.m.app, level, msg, "dir", w.m.dir); err != nil {
+		w.log.Error("cannot write the app's log", "app", w.m.app, "err", err)
+	}
+}
+
+// deploy deploys the folder's code unless it is already live, and
+// returns the live version.
+func (w *mountWatch) deploy(ctx context.Context) (version int, deployed bool, err error) {
+	code, err := appdir.Read(w.m.dir)
 	if err != nil {
-		return 0, err
+		return 0, false, err
+	}
+	w.uses = code.Uses
+	live, v, err := w.e.LiveCode(ctx, w.admin, w.m.app)
+	if err != nil {
+		return 0, false, err
 	}
 	if live.Access == code.Access && live.Backend == code.Backend && sameFiles(live.Files, code.Files) {
-		return 0, nil
+		return v, false, nil
 	}
-	info, err := e.DeployCode(ctx, admin, m.app, engine.Code{Access: code.Access, Backend: code.Backend, Files: code.Files})
-	return info.Version, err
+	info, err := w.e.DeployCode(ctx, w.admin, w.m.app, engine.Code{Access: code.Access, Backend: code.Backend, Files: code.Files})
+	return info.Version, err == nil, err
 }
 
 // sameFiles reports whether two sets of static files are equal.

@@ -15,6 +15,7 @@ import (
 	"github.com/handoff-run/handoff/client"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/suggest"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3";
@@ -148,7 +149,7 @@ func noArgs(cmd *cobra.Command, args []string) error {
 					if strings.HasPrefix(name, strings.ToLower(args[0])) {
 						return 0
 					}
-					return editDistance(args[0], name)
+					return suggest.EditDistance(args[0], name)
 				}
 				slices.SortStableFunc(s, func(a, b string) int { return score(a) - score(b) })
 				msg += fmt.Sprintf("; did you mean %q?", s[0])

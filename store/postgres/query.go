@@ -53,7 +53,8 @@ func indexName(field string) string {
 // those fields do not ask again.
 func (s *Store) loadIndexes(ctx context.Context) error {
 	rows, err := s.pool.Query(ctx, `SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-		WHERE i.indrelid = 'docs'::regclass AND i.indisvalid AND c.relname LIKE 'docs\_field\_%'`)
+		WHERE i.indrelid = 'docs'::regclass AND i.indisvalid
+		AND (c.relname LIKE 'docs\_field\_%' OR c.relname LIKE 'docs\_range\_%')`)
 	if err != nil {
 		return err
 	}
@@ -67,18 +68,25 @@ func (s *Store) loadIndexes(ctx context.Context) error {
 	return nil
 }
 
-// ensureIndex creates the field's index unless it exists. It is built
-// CONCURRENTLY, so writes go on while it is built, under an advisory lock,
-// so that nodes asking at once build it once; a build that was cut off
-// leaves an invalid index, which is dropped and built again.
+// ensureIndex creates the field's equality index unless it exists.
 func (s *Store) ensureIndex(ctx context.Context, field string) error {
-	name := indexName(field)
-	if _, ok := s.indexes.Load(name); ok {
-		return nil
-	}
 	expr, err := fieldExpr("body", field)
 	if err != nil {
 		return err
+	}
+	key := "handoff_field_key(" + expr + ")"
+	return s.buildIndex(ctx, indexName(field), "field "+field,
+		fmt.Sprintf(`(app_id, db, (%s), id) WHERE %s IS NOT NULL`, key, key))
+}
+
+// buildIndex creates index name on docs with def (its columns and
+// predicate) unless it exists. It is built CONCURRENTLY, so writes go on
+// while it is built, under an advisory lock, so that nodes asking at
+// once build it once; a build that was cut off leaves an invalid index,
+// which is dropped and built again. comment names it for people.
+func (s *Store) buildIndex(ctx context.Context, name, comment, def string) error {
+	if _, ok := s.indexes.Load(name); ok {
+		return nil
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -99,17 +107,15 @@ func (s *Store) ensureIndex(ctx context.Context, field string) error {
 		return nil
 	case err == nil:
 		if _, err := conn.Exec(ctx, `DROP INDEX CONCURRENTLY IF EXISTS `+name); err != nil {
-			return fmt.Errorf("drop the broken index of field %q: %w", field, err)
+			return fmt.Errorf("drop the broken index of %s: %w", comment, err)
 		}
 	case !noRows(err):
 		return err
 	}
-	key := "handoff_field_key(" + expr + ")"
-	q := fmt.Sprintf(`CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON docs (app_id, db, (%s), id) WHERE %s IS NOT NULL`, name, key, key)
-	if _, err := conn.Exec(ctx, q); err != nil {
-		return fmt.Errorf("create the index of field %q: %w", field, err)
+	if _, err := conn.Exec(ctx, `CREATE INDEX CONCURRENTLY IF NOT EXISTS `+name+` ON docs `+def); err != nil {
+		return fmt.Errorf("create the index of %s: %w", comment, err)
 	}
-	if _, err := conn.Exec(ctx, `COMMENT ON INDEX `+name+` IS `+quoteLiteral("field "+field)); err != nil {
+	if _, err := conn.Exec(ctx, `COMMENT ON INDEX `+name+` IS `+quoteLiteral(comment)); err != nil {
 		return err
 	}
 	s.indexes.Store(name, struct{}{})
@@ -131,8 +137,11 @@ func querySQL(field string) (string, error) {
 }
 
 func (s *Store) Query(ctx context.Context, q store.Query) ([]store.Doc, error) {
-	if !json.Valid(q.Key) {
+	if q.Range == nil && !json.Valid(q.Key) {
 		return nil, fmt.Errorf("query key is not JSON: %s", q.Key)
+	}
+	if q.Range != nil {
+		return s.queryRange(ctx, q)
 	}
 	if err := s.ensureIndex(ctx, q.Field); err != nil {
 		return nil, err

@@ -311,21 +311,9 @@ func TestQueryUsesFieldIndex(t *testing.T) {
 	defer func() { st.Close() }()
 	ctx := context.Background()
 	app := newApp(t, st, "jobs")
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := range 2000 {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			body := fmt.Sprintf(`{"status":"s%d","n":%d,"ok":%v,"lease":{"owner":"w%d"},"pad":"%s"}`, i%50, i%70, i%2 == 0, i%30, strings.Repeat("x", 2000*(i%2)))
-			if _, err := st.Commit(ctx, &store.Write{AppID: app, DB: "jobs", ID: fmt.Sprintf("d%04d", i), Rev: "1-a", Body: []byte(body), Path: "http", Time: t0}); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
+	commitMany(t, st, app, 2000, func(i int) string {
+		return fmt.Sprintf(`{"status":"s%d","n":%d,"ok":%v,"lease":{"owner":"w%d"},"pad":"%s"}`, i%50, i%70, i%2 == 0, i%30, strings.Repeat("x", 2000*(i%2)))
+	})
 	cases := []struct{ field, key string }{{"status", `"s1"`}, {"n", `3`}, {"n", `2.5`}, {"ok", `true`}, {"lease.owner", `"w1"`}, {"pad", `"x"`}}
 	check := func(st *Store, when string) {
 		t.Helper()
@@ -361,25 +349,32 @@ func TestQueryUsesFieldIndex(t *testing.T) {
 // explainQuery returns the generic plan of the field query.
 func explainQuery(t *testing.T, st *Store, field string, app int64, key string) string {
 	t.Helper()
+	q, err := querySQL(field)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return explainGeneric(t, st, `(int8, text, jsonb, text, int8) AS `+q, fmt.Sprintf(`%d, 'jobs', %s, '', 7`, app, quoteLiteral(key)))
+}
+
+// explainGeneric prepares "stmt" (its parameter types, AS, the query)
+// and returns the generic plan of executing it with args (SQL literals).
+func explainGeneric(t *testing.T, st *Store, stmt, args string) string {
+	t.Helper()
 	ctx := context.Background()
 	conn, err := st.pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	q, err := querySQL(field)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var plan []string
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `PREPARE fq (int8, text, jsonb, text, int8) AS `+q); err != nil {
+		if _, err := tx.Exec(ctx, `PREPARE fq `+stmt); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, fmt.Sprintf(`EXPLAIN EXECUTE fq(%d, 'jobs', %s, '', 7)`, app, quoteLiteral(key)))
+		rows, err := tx.Query(ctx, `EXPLAIN EXECUTE fq(`+args+`)`)
 		if err != nil {
 			return err
 		}
@@ -394,6 +389,26 @@ func explainQuery(t *testing.T, st *Store, field string, app int64, key string) 
 		t.Fatal(err)
 	}
 	return strings.Join(plan, "\n")
+}
+
+// commitMany commits n documents d0000... with body(i), 16 at a time.
+func commitMany(t *testing.T, st *Store, app int64, n int, body func(i int) string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			w := &store.Write{AppID: app, DB: "jobs", ID: fmt.Sprintf("d%04d", i), Rev: "1-a", Body: []byte(body(i)), Path: "http", Time: t0}
+			if _, err := st.Commit(context.Background(), w); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // TestMigrationsConcurrent: nodes starting at once on an empty database

@@ -69,6 +69,9 @@ func (s *Store) Query(ctx context.Context, q store.Query) ([]store.Doc, error) {
 		return nil, err
 	}
 	path := jsonPath(q.Field)
+	if q.Range != nil {
+		return s.queryRange(ctx, q, path)
+	}
 	val, types, err := keyValue(q.Key)
 	if err != nil {
 		return nil, err
@@ -88,6 +91,62 @@ func (s *Store) Query(ctx context.Context, q store.Query) ([]store.Doc, error) {
 	args = append(args, q.After, q.Limit)
 	rows, err := s.rdb.QueryContext(ctx, sqlq, args...)
 	return scanDocs(q.DB, rows, err)
+}
+
+// queryRange walks the field's index from the range's lower end (or the
+// page's last value and id) in (value, id) order. json_extract yields
+// booleans as 0 and 1 and objects and arrays as text, so json_type keeps
+// only numbers and strings; SQLite orders every number before every
+// string, and strings by their bytes, which is the order ranges promise.
+func (s *Store) queryRange(ctx context.Context, q store.Query, path string) ([]store.Doc, error) {
+	ex := "json_extract(body, " + path + ")"
+	where := []string{"app_id = ?", "db = ?", "json_type(body, " + path + ") IN ('integer','real','text')"}
+	args := []any{q.AppID, q.DB}
+	bound := func(cond string, key []byte, more ...any) error {
+		v, err := rangeValue(key)
+		if err != nil {
+			return err
+		}
+		where = append(where, cond)
+		args = append(args, v)
+		args = append(args, more...)
+		return nil
+	}
+	if q.Range.From != nil {
+		if err := bound(ex+" >= ?", q.Range.From); err != nil {
+			return nil, err
+		}
+	} else {
+		// Below every number (SQLite reads -9e999 as minus infinity) and
+		// above the NULLs of documents without the field, which the
+		// index would otherwise walk past.
+		where = append(where, ex+" >= -9e999")
+	}
+	if q.Range.To != nil {
+		if err := bound(ex+" < ?", q.Range.To); err != nil {
+			return nil, err
+		}
+	}
+	if q.AfterKey != nil {
+		if err := bound("("+ex+", id) > (?, ?)", q.AfterKey, q.After); err != nil {
+			return nil, err
+		}
+	}
+	sqlq := `SELECT id, rev, body, seq, time, channels FROM docs WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY ` + ex + `, id LIMIT ?`
+	args = append(args, q.Limit)
+	rows, err := s.rdb.QueryContext(ctx, sqlq, args...)
+	return scanDocs(q.DB, rows, err)
+}
+
+// rangeValue is keyValue for a range's bound, which is a number or a
+// string.
+func rangeValue(key []byte) (any, error) {
+	v, types, err := keyValue(key)
+	if err == nil && types != `'text'` && types != `'integer','real'` {
+		err = fmt.Errorf("range bound %s is neither a number nor a string", key)
+	}
+	return v, err
 }
 
 // keyValue maps a JSON key to the SQL value json_extract yields for it and

@@ -4,7 +4,10 @@
 //   const hd = connect({ server: "", token: "hnd_..." });
 //   const app = hd.app("alice/jobs");
 //   await app.db("jobs").put({ kind: "job", status: "pending", attempts: 0, input: "hi" });
-//   const stop = app.liveQuery("jobs", "status", "pending", (docs) => render(docs));
+//   const stop = app.db("jobs").liveQuery({ field: "status", key: "pending" }, (docs) => render(docs));
+//
+// liveQuery takes {field, key}, {field, from, to} (a range), {field,
+// prefix} or {} (every document); see DB.liveQuery.
 //
 // Every failure is a HandoffError (an Error) with .code — the API's error
 // code, such as "conflict" or "forbidden" — .status, and .forbidden holding
@@ -193,28 +196,15 @@ class App {
   }
 
   /**
-   * liveQuery calls callback(docs) with the documents of `db` whose
-   * `field` equals `key`, sorted by _id: first the current result, then
-   * after every batch of changes that enters, changes or leaves it.
-   * Returns stop().
+   * liveQuery(db, field, key, callback) calls callback(docs) with the
+   * documents of `db` whose `field` equals `key`, sorted by _id: first the
+   * current result, then after every batch of changes that enters,
+   * changes or leaves it. liveQuery(db, query, callback) takes any query
+   * DB.liveQuery takes. Returns stop().
    */
-  liveQuery(db, field, key, callback, { onError } = {}) {
-    const dbh = this.db(db);
-    const matches = (doc) => valueAt(doc, field) !== undefined && sameJSON(valueAt(doc, field), key);
-    return this.live(db, callback, onError, {
-      snapshot: async () => {
-        const docs = [];
-        let after;
-        do {
-          const page = await dbh.query({ field, key, limit: 1000, after });
-          docs.push(...page);
-          after = page.next;
-        } while (after);
-        return docs.map((doc) => ({ id: doc._id, rev: doc._rev, doc }));
-      },
-      keep: (e) => !e.deleted && matches(e.doc),
-      out: (e) => e.doc,
-    });
+  liveQuery(db, field, key, callback, opts) {
+    if (field !== null && typeof field === "object") return this.db(db).liveQuery(field, key, callback);
+    return this.db(db).liveQuery({ field, key }, callback, opts);
   }
 
   /**
@@ -250,7 +240,8 @@ class App {
   // wait in a buffer, then applies them and every later one. A change
   // that raced the snapshot may be in both; the newer revision (by
   // generation) wins, so the result always ends as the database is.
-  live(db, callback, onError, { snapshot, keep, out }) {
+  // order sorts the result's entries (default: by id).
+  live(db, callback, onError, { snapshot, keep, out, order = byID }) {
     const current = new Map(); // id -> {id, rev, ...}
     let buffer = [];
     let dirty = false;
@@ -264,7 +255,7 @@ class App {
     };
     const emit = () => {
       dirty = false;
-      const list = [...current.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+      const list = [...current.values()].sort(order);
       callback(list.map(out));
     };
     let stopped = false;
@@ -366,11 +357,75 @@ class DB {
     return this.app.client.request("DELETE", this.docURL(String(id)), { query: { ifRev } });
   }
 
-  /** query returns the documents whose field equals key (a JSON value), by id, with a .next cursor. */
-  async query({ field, key, limit, after } = {}) {
+  /**
+   * query returns one page of documents, with a .next cursor: by
+   * {field, key} (equal to key, by id), {field, from, to} (a range, from
+   * inclusive, to exclusive, either left out for an open end) or {field,
+   * prefix} (strings starting with prefix), those two by the field's
+   * value, then id. Numbers come before strings in a range.
+   */
+  async query({ field, key, from, to, prefix, limit, after } = {}) {
+    const json = (v) => (v === undefined ? undefined : JSON.stringify(v));
     const r = await this.app.client.request("GET", `${this.base}/query`, {
-      query: { field, key: JSON.stringify(key), limit, after },
+      query: { field, key: json(key), from: json(from), to: json(to), prefix, limit, after },
     });
+    const docs = r.docs;
+    docs.next = r.next || "";
+    return docs;
+  }
+
+  /**
+   * liveQuery calls callback(docs) with the documents the query picks,
+   * first the current result, then after every batch of changes that
+   * enters, changes or leaves it. query is one of
+   *
+   *   {field, key}       field equals key; sorted by _id
+   *   {field, from, to}  field within [from, to); either may be left out
+   *   {field, prefix}    field is a string starting with prefix
+   *   {}                 every document of the database; sorted by _id
+   *
+   * Ranges and prefixes are sorted by the field's value, then _id:
+   * numbers before strings, strings by code point, as the server does.
+   * Returns stop().
+   */
+  liveQuery(query, callback, { onError } = {}) {
+    const q = query || {};
+    const pick = picker(q);
+    const snapshot = async () => {
+      const docs = [];
+      let after;
+      do {
+        const page = q.field === undefined ? await this.scan({ limit: 1000, after }) : await this.query({ ...q, limit: 1000, after });
+        docs.push(...page);
+        after = page.next;
+      } while (after);
+      return docs.map((doc) => ({ id: doc._id, rev: doc._rev, doc }));
+    };
+    const ranged = q.field !== undefined && q.key === undefined;
+    return this.app.live(this.name, callback, onError, {
+      snapshot,
+      keep: (e) => !e.deleted && pick(e.doc),
+      out: (e) => e.doc,
+      order: ranged ? (a, b) => compareValues(valueAt(a.doc, q.field), valueAt(b.doc, q.field)) || byID(a, b) : byID,
+    });
+  }
+
+  /** liveDoc calls callback(doc) with the document, or null while it is absent, and again on each change. Returns stop(). */
+  liveDoc(id, callback, { onError } = {}) {
+    id = String(id);
+    return this.app.live(this.name, (docs) => callback(docs[0] || null), onError, {
+      snapshot: async () => {
+        const doc = await this.get(id);
+        return doc ? [{ id, rev: doc._rev, doc }] : [];
+      },
+      keep: (e) => e.id === id && !e.deleted,
+      out: (e) => e.doc,
+    });
+  }
+
+  /** scan returns one page of every document of the database, by id, with a .next cursor. */
+  async scan({ limit, after } = {}) {
+    const r = await this.app.client.request("GET", `${this.base}/docs`, { query: { limit, after } });
     const docs = r.docs;
     docs.next = r.next || "";
     return docs;
@@ -660,6 +715,65 @@ function valueAt(doc, field) {
     v = v[p];
   }
   return v;
+}
+
+// picker turns a liveQuery query into a test of a document, the same
+// test the server's query makes.
+function picker(q) {
+  const { field, key, from, to, prefix } = q;
+  const kinds = [key !== undefined, from !== undefined || to !== undefined, prefix !== undefined].filter(Boolean).length;
+  if (field === undefined) {
+    if (kinds) throw new HandoffError("invalid", "a liveQuery with key, from, to or prefix needs a field; pass {field, ...}, or {} for every document");
+    return () => true;
+  }
+  if (kinds > 1) throw new HandoffError("invalid", "a liveQuery takes key, or from and to, or prefix, not several");
+  if (key !== undefined) return (doc) => valueAt(doc, field) !== undefined && sameJSON(valueAt(doc, field), key);
+  if (prefix !== undefined) {
+    const p = String(prefix);
+    return (doc) => typeof valueAt(doc, field) === "string" && valueAt(doc, field).startsWith(p);
+  }
+  if (!kinds) throw new HandoffError("invalid", "a liveQuery with a field needs key, from and/or to, or prefix");
+  for (const b of [from, to]) {
+    if (b !== undefined && typeof b !== "number" && typeof b !== "string") {
+      throw new HandoffError("invalid", `range bound ${JSON.stringify(b)} is not a number or a string; ranges hold numbers and strings only`);
+    }
+  }
+  return (doc) => {
+    const v = valueAt(doc, field);
+    if (typeof v !== "number" && typeof v !== "string") return false;
+    return (from === undefined || compareValues(v, from) >= 0) && (to === undefined || compareValues(v, to) < 0);
+  };
+}
+
+function byID(a, b) {
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+// compareValues orders numbers before strings, numbers by value and
+// strings by code point (UTF-8 byte order), as the server's ranges do.
+function compareValues(a, b) {
+  const na = typeof a === "number";
+  const nb = typeof b === "number";
+  if (na !== nb) return na ? -1 : 1;
+  if (na) return a < b ? -1 : a > b ? 1 : 0;
+  return compareText(String(a), String(b));
+}
+
+// compareText compares strings by code point. JavaScript's < compares
+// UTF-16 units, where a surrogate (a code point above U+FFFF) sorts below
+// U+E000–U+FFFF.
+function compareText(a, b) {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x === y) continue;
+    const sx = x >= 0xd800 && x <= 0xdfff;
+    const sy = y >= 0xd800 && y <= 0xdfff;
+    if (sx !== sy) return sx ? 1 : -1;
+    return x - y;
+  }
+  return a.length - b.length;
 }
 
 // sameJSON compares two JSON values the way the server's query does.
