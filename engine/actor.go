@@ -67,8 +67,11 @@ func (a Actor) scoped(ref string) error {
 		return nil
 	}
 	if a.Visitor() {
-		return &errs.Error{Code: errs.Forbidden, Reason: "visitor of another app",
-			Message: "visitor " + a.User + " may only use " + a.App + "; sign in on the page of the app you mean to use"}
+		msg := "visitor " + a.User + " may only use " + a.App + "; sign in on the page of the app you mean to use"
+		if ref == "" {
+			msg = "visitor " + a.User + " may only use " + a.App + ", not manage the server; use a user's token (HANDOFF_TOKEN)"
+		}
+		return &errs.Error{Code: errs.Forbidden, Reason: "visitor of another app", Message: msg}
 	}
 	msg := "device " + a.Device + " may only be used with " + a.App
 	if ref != "" {
