@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -53,8 +54,9 @@ func (e *Engine) grantsFor(ctx context.Context, app *appState, user string) (*us
 		}
 	}
 	roles := app.rolesOf(user, g.roles)
-	// public channels reach members, and everyone on a public app.
-	public := app.Public || (user != "" && (user == app.Owner || len(roles) > 0))
+	// public channels reach members, the app's own visitors (who signed
+	// up on its page to use it), and everyone on a public app.
+	public := app.Public || (user != "" && (user == app.Owner || len(roles) > 0 || app.isVisitor(user)))
 	for _, r := range rows {
 		switch r.Kind {
 		case "public":
@@ -80,6 +82,12 @@ func (e *Engine) grantsFor(ctx context.Context, app *appState, user string) (*us
 	}
 	app.grants.mu.Unlock()
 	return g, nil
+}
+
+// isVisitor reports whether user is one of the app's visitors: their ids
+// end in "@<the app's site label>", which no server user's name can.
+func (app *appState) isVisitor(user string) bool {
+	return strings.HasSuffix(user, "@"+SiteLabel(app.Owner, app.Name))
 }
 
 // rolesOf merges a user's member roles with roles given by documents.
@@ -119,9 +127,11 @@ func (e *Engine) readView(ctx context.Context, a Actor, app *appState) (*view, e
 		return nil, err
 	}
 	// Members read ungated databases; anyone else only what documents
-	// grant them (a role given by a document makes a member too).
+	// grant them (a role given by a document makes a member too). The
+	// app's visitors may read, if only what is granted to them: nothing
+	// granted yet is an empty answer, not a refusal.
 	member := app.isMember(a) || len(g.roles) > 0
-	if !member && !app.Public && len(g.channels) == 0 {
+	if !member && !app.Public && len(g.channels) == 0 && !app.isVisitor(a.User) {
 		return nil, e.mayRead(a, app)
 	}
 	return &view{ungated: member || app.Public, channels: g.channels}, nil

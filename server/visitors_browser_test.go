@@ -41,21 +41,7 @@ func TestVisitorSignsInOnTheAppsPage(t *testing.T) {
 	b := newBrowser(t)
 	b.open("http://board--alice.localhost" + port + "/")
 	b.waitJS("the visitor module", "window.handoff !== undefined")
-	if _, err := chromedp.Call(b.ctx, cdpwebauthn.Enable, cdpwebauthn.EnableParams{}); err != nil {
-		t.Fatal(err)
-	}
-	_, err := chromedp.Call(b.ctx, cdpwebauthn.AddVirtualAuthenticator, cdpwebauthn.AddVirtualAuthenticatorParams{
-		Options: &cdpwebauthn.VirtualAuthenticatorOptions{
-			Protocol:                    cdpwebauthn.AuthenticatorProtocolCtap2,
-			Transport:                   cdpwebauthn.AuthenticatorTransportInternal,
-			HasResidentKey:              true,
-			HasUserVerification:         true,
-			IsUserVerified:              true,
-			AutomaticPresenceSimulation: true,
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b.virtualAuthenticator()
 
 	// whoami is what the page's stored token is, as the API sees it.
 	const whoami = `window.handoff.connect().whoami().then((w) => w.user + " " + w.app, (e) => e.code)`
@@ -103,5 +89,28 @@ func TestVisitorSignsInOnTheAppsPage(t *testing.T) {
 	// The passkey was stored for the visitor, with the site as relying party.
 	if ps, err := s.e.Store().Passkeys(s.ctx, want); err != nil || len(ps) != 1 || !strings.Contains(string(ps[0].Data), `"publicKey"`) {
 		t.Fatalf("stored passkeys = %+v, %v", ps, err)
+	}
+}
+
+// virtualAuthenticator gives the browser a platform authenticator that
+// holds passkeys and always verifies its user, as a phone or laptop
+// would after a fingerprint.
+func (b *browser) virtualAuthenticator() {
+	b.t.Helper()
+	t := b.t
+	if _, err := chromedp.Call(b.ctx, cdpwebauthn.Enable, cdpwebauthn.EnableParams{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := chromedp.Call(b.ctx, cdpwebauthn.AddVirtualAuthenticator, cdpwebauthn.AddVirtualAuthenticatorParams{
+		Options: &cdpwebauthn.VirtualAuthenticatorOptions{
+			Protocol:                    cdpwebauthn.AuthenticatorProtocolCtap2,
+			Transport:                   cdpwebauthn.AuthenticatorTransportInternal,
+			HasResidentKey:              true,
+			HasUserVerification:         true,
+			IsUserVerified:              true,
+			AutomaticPresenceSimulation: true,
+		}})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -220,3 +220,51 @@ func TestAccessJSSeesTheVisitor(t *testing.T) {
 		t.Fatal("kim read sam's note")
 	}
 }
+
+// TestVisitorsReadWhatIsGrantedToPublic: on a private app, what access.js
+// grants to public reaches the app's own visitors (as it reaches members),
+// not other signed-in users; a visitor with nothing granted yet gets an
+// empty answer, not a refusal.
+func TestVisitorsReadWhatIsGrantedToPublic(t *testing.T) {
+	cheapPasswords()
+	s := newStack(t, "")
+	const app = "alice/board"
+	if _, err := s.e.CreateApp(s.ctx, consoleAdmin, app, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.e.SetSignup(s.ctx, aliceCLI, app, engine.SignupOpen); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.e.SetAccessTimeout(s.ctx, consoleAdmin, app, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.e.Deploy(s.ctx, aliceCLI, app, `export default function (doc, oldDoc, user) {
+		if (!user) throw { forbidden: "sign in" };
+		return { channels: ["board"], grant: { public: ["board"] } };
+	}`, ""); err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := s.e.SignUp(s.ctx, app, "sam", "long enough", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sam, err := s.e.Authenticate(s.ctx, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.e.Query(s.ctx, sam, app, "cards", "kind", []byte(`"card"`), 0, ""); err != nil || len(p.Docs) != 0 {
+		t.Fatalf("a visitor's query before anything is granted: %+v, %v; want an empty answer", p, err)
+	}
+	s.putAs(sam, app, "cards", "c1", `{"kind":"card"}`, "")
+	if p, err := s.e.Query(s.ctx, sam, app, "cards", "kind", []byte(`"card"`), 0, ""); err != nil || len(p.Docs) != 1 {
+		t.Fatalf("a visitor's query of a card granted to public: %+v, %v", p, err)
+	}
+	// bob is a server user, not a member of the app nor its visitor.
+	bob := engine.Actor{User: "bob"}
+	if _, err := s.e.AddUser(s.ctx, consoleAdmin, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.e.Get(s.ctx, bob, app, "cards", "c1"); !errs.Is(err, errs.Forbidden) {
+		t.Fatalf("a server user who is not a member read the private app: %v", err)
+	}
+}

@@ -26,7 +26,10 @@ async function show() {
   $("#board").hidden = !signedIn;
   if (stopBoard) stopBoard();
   stopBoard = null;
-  if (!signedIn) return;
+  if (!signedIn) {
+    $("#who-name").textContent = "";
+    return;
+  }
   try {
     const me = await connect().whoami();
     $("#who-name").textContent = `Signed in as ${me.user.split("@")[0]}`;
