@@ -128,10 +128,12 @@ func (e *Engine) readView(ctx context.Context, a Actor, app *appState) (*view, e
 	}
 	// Members read ungated databases; anyone else only what documents
 	// grant them (a role given by a document makes a member too). The
-	// app's visitors may read, if only what is granted to them: nothing
-	// granted yet is an empty answer, not a refusal.
+	// visitors of an app with an access function may read, if only what
+	// it grants them: nothing granted yet is an empty answer, not a
+	// refusal.
 	member := app.isMember(a) || len(g.roles) > 0
-	if !member && !app.Public && len(g.channels) == 0 && !app.isVisitor(a.User) {
+	visitor := app.isVisitor(a.User) && app.code != nil && app.code.access != nil
+	if !member && !app.Public && len(g.channels) == 0 && !visitor {
 		return nil, e.mayRead(a, app)
 	}
 	return &view{ungated: member || app.Public, channels: g.channels}, nil
