@@ -62,8 +62,8 @@ func (instantHC) Put(_ context.Context, db, id string, _ json.RawMessage, _ engi
 
 // BenchmarkJobsOnChange runs examples/jobs' onChange on the event of a
 // new pending job: the claim, the work and the finish, with writes that
-// return at once. It is the JavaScript a job costs in its one busy run;
-// the other two runs of a job return at the status check.
+// return at once. It is the JavaScript a job costs: its other commits get
+// no event (config.onChange.when).
 //
 //	go test -run '^$' -bench JobsOnChange -benchmem ./backend
 func BenchmarkJobsOnChange(b *testing.B) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/suggest"
 	"github.com/handoff-run/handoff/jsvm"
 )
 
@@ -91,7 +92,7 @@ func (r configReader) read(v goja.Value, cfg *engine.BackendConfig) error {
 		case "fetch":
 			err = r.fetch(val, cfg)
 		default:
-			err = r.fail("."+key, "is not a setting; config has scheduled, onChange and fetch")
+			err = r.unknown("", key, "config", "scheduled", "onChange", "fetch")
 		}
 		if err != nil {
 			return err
@@ -133,7 +134,7 @@ func (r configReader) readScheduled(v goja.Value, cfg *engine.BackendConfig) err
 			}
 			cfg.Scheduled.Interval = d
 		default:
-			return r.fail(".scheduled."+key, "is not a setting; scheduled has interval and timeout")
+			return r.unknown(".scheduled", key, "scheduled", "interval", "timeout")
 		}
 	}
 	return nil
@@ -178,11 +179,29 @@ func (r configReader) onChange(v goja.Value, cfg *engine.BackendConfig) error {
 				return r.fail(field, "is %s; write a whole number from 1 to %d, e.g. fanOut: %d (the writes onChange may make, in all, for one write)", describe(val), maxFanOut, engine.DefaultFanOut)
 			}
 			cfg.OnChange.FanOut = n
+		case "when":
+			err = r.when(val, cfg)
+		case "dbs":
+			err = r.dbs(val, cfg)
 		default:
-			return r.fail(field, "is not a setting; onChange has concurrency, timeout, maxAttempts and fanOut")
+			err = r.unknown(".onChange", key, "onChange", "concurrency", "timeout", "maxAttempts", "fanOut", "when", "dbs")
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// unknown refuses key of section (a field path, "" for config itself),
+// naming the setting it is probably a typo of and all the settings there.
+func (r configReader) unknown(section, key, name string, settings ...string) error {
+	hint := ";"
+	if near := suggest.Closest(key, settings); near != "" {
+		hint = "; did you mean " + near + "?"
+	}
+	list := strings.Join(settings[:len(settings)-1], ", ") + " and " + settings[len(settings)-1]
+	return r.fail(section+"."+key, "is not a setting%s %s has %s", hint, name, list)
 }
 
 // object wants a plain object (not an array or a function) at field.

@@ -99,7 +99,7 @@ func TestConfigRefused(t *testing.T) {
 		{`{ onChange: { fanOut: 0 } }`, []string{"config.onChange.fanOut is 0", "from 1 to 100000", "fanOut: 100"}},
 		{`{ onChange: { fanOut: 100001 } }`, []string{"config.onChange.fanOut is 100001"}},
 		{`{ onChange: { fanOut: "all" } }`, []string{`config.onChange.fanOut is "all"`}},
-		{`{ onChange: { retries: 3 } }`, []string{"config.onChange.retries is not a setting", "concurrency, timeout, maxAttempts and fanOut"}},
+		{`{ onChange: { retries: 3 } }`, []string{"config.onChange.retries is not a setting", "concurrency, timeout, maxAttempts, fanOut, when and dbs"}},
 	}
 	for _, c := range cases {
 		t.Run(c.config, func(t *testing.T) {

@@ -53,6 +53,11 @@ type BackendConfig struct {
 		// FanOut bounds the writes that onChange runs make, in all, for
 		// one originating write; default DefaultFanOut.
 		FanOut int
+		// DBs and When filter the commits that get an event (filter.go):
+		// only commits to one of DBs, and only those whose document has,
+		// for each entry of When, one of its values. Empty: every commit.
+		DBs  []string
+		When []FieldMatch
 	}
 	// Fetch limits the handlers' outbound HTTP (the global fetch).
 	Fetch struct {

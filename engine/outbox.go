@@ -12,12 +12,22 @@ import (
 const MaxEventDepth = 4
 
 // eventFor decides the outbox event of a write: one for every committed
-// write of an app whose backend has onChange, none past the loop guard.
+// write of an app whose backend has onChange and whose config.onChange
+// filter the write passes, none past the loop guard. A delete is
+// filtered on the body it removes (head's), the oldDoc its handler sees.
 // guarded reports a write the guard held back; it is counted and logged
 // once the write commits (loopGuarded), not on each try of the write.
-func (e *Engine) eventFor(a Actor, app *appState, w *store.Write) (ev *store.EventSpec, guarded bool) {
+func (e *Engine) eventFor(a Actor, app *appState, w *store.Write, head *store.Doc) (ev *store.EventSpec, guarded bool) {
 	be := app.backend()
 	if be == nil || !be.Has("onChange") {
+		return nil, false
+	}
+	cfg := be.Config()
+	body := w.Body
+	if w.Deleted && head != nil {
+		body = head.Body
+	}
+	if !changeWanted(cfg.OnChange.DBs, cfg.OnChange.When, w.DB, body) {
 		return nil, false
 	}
 	if a.Depth > MaxEventDepth {

@@ -207,7 +207,7 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate Acces
 	}
 	w.Rev = nextRev(w.BaseRev, deleted, body)
 	var guarded bool
-	w.Event, guarded = e.eventFor(a, app, w)
+	w.Event, guarded = e.eventFor(a, app, w, head)
 	seq, err := e.st.Commit(ctx, w)
 	if errors.Is(err, store.ErrHeadMoved) {
 		return res, false, nil

@@ -5,7 +5,15 @@
 
 export const config = {
   scheduled: { interval: "5s" }, // how often the sweep looks for expired leases
-  onChange: { concurrency: 64, timeout: "2m", maxAttempts: 5 },
+  onChange: {
+    concurrency: 64,
+    timeout: "2m",
+    maxAttempts: 5,
+    // Only a pending job is work: a commit of any other status (our own
+    // claims, notes and finishes) gets no event at all, so it costs no run.
+    dbs: ["jobs"],
+    when: { kind: "job", status: "pending" },
+  },
 };
 
 const DB = "jobs";
@@ -41,10 +49,10 @@ async function move(ctx, job, rev, step) {
 }
 
 export async function onChange(event, ctx) {
-  if (event.dbName !== DB || event.deleted) return;
+  // config.onChange.when lets only pending jobs through; deleting one
+  // (the owner may) is delivered too, and is no work.
+  if (event.deleted) return;
   const job = event.doc;
-  // Only pending jobs are work. Our own writes land here too, and stop here.
-  if (job.kind !== "job" || job.status !== "pending") return;
 
   const claimed = {
     ...job,

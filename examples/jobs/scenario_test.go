@@ -153,9 +153,10 @@ func (s *scn) checkOrdinary() {
 }
 
 // checkChainsEnd is scenario (e) for whatever ran: every committed
-// revision of the app, the handlers' and the sweep's included, reached
-// onChange and was acked; nothing waits in the outbox, nothing is dead,
-// and the loop guard stopped nothing. The sweep ticked on its grid.
+// pending revision of the app, the sweep's included, reached onChange and
+// was acked, and no other revision reached it (config.onChange.when);
+// nothing waits in the outbox, nothing is dead, and the loop guard
+// stopped nothing. The sweep ticked on its grid.
 func (s *scn) checkChainsEnd() {
 	s.t.Helper()
 	if evs := s.Events(false); len(evs) != 0 {
@@ -178,6 +179,10 @@ func (s *scn) checkChainsEnd() {
 		byPath[rev.Path]++
 		r, ok := last[rev.Seq]
 		switch {
+		case str(rev.Body["status"]) != "pending":
+			if ok {
+				s.t.Errorf("revision seq %d (%s/%s %s by %s) reached onChange, though when lets only pending jobs through", rev.Seq, rev.DB, rev.ID, rev.Body["status"], rev.Path)
+			}
 		case !ok:
 			s.t.Errorf("revision seq %d (%s/%s %s by %s) never reached onChange", rev.Seq, rev.DB, rev.ID, rev.Body["status"], rev.Path)
 		case !r.Ended() || r.Err != nil:
@@ -229,15 +234,14 @@ func TestScenarioSlowJobRunsOnce(t *testing.T) {
 		str(done.Body["claimId"]) != str(claim.Body["claimId"]) || done.Body["lastError"] != nil {
 		t.Errorf("done: %v", done.Body)
 	}
-	// Each of the job's commits reached onChange at its own instant, once.
+	// The pending commit reached onChange at its own instant, once; the
+	// claim and the finish, filtered out by config.onChange.when, never.
 	runs := s.OnChangeRuns(scnDB, "slow")
-	if len(runs) != 3 {
-		t.Fatalf("slow's commits were delivered %d times, want 3 (one per revision): %v", len(runs), runs)
+	if len(runs) != 1 {
+		t.Fatalf("slow's commits were delivered %d times, want once (the pending one): %v", len(runs), runs)
 	}
-	for i, r := range runs {
-		if r.Seq != h[i].Seq || r.Attempt != 1 || !r.Start.Equal(h[i].Time) || r.Err != nil {
-			t.Errorf("delivery %d: %v, want seq %d delivered at %s on attempt 1", i, r, h[i].Seq, at(h[i].Time, s.t0))
-		}
+	if r := runs[0]; r.Seq != put.Seq || r.Attempt != 1 || !r.Start.Equal(put.Time) || r.Err != nil {
+		t.Errorf("delivery: %v, want seq %d delivered at %s on attempt 1", r, put.Seq, at(put.Time, s.t0))
 	}
 	if !runs[0].End.Equal(s.t0.Add(3 * time.Second)) {
 		t.Errorf("the working run ended at %s, want t0+3s", at(runs[0].End, s.t0))
@@ -516,7 +520,7 @@ func TestScenarioRacingClaims(t *testing.T) {
 	s.checkChainsEnd()
 }
 
-// (e) Eleven jobs of every kind at once. Handler and sweep writes fire
+// (e) Eleven jobs of every kind at once. The sweep's pending writes fire
 // onChange again, and every chain ends: all jobs end done or failed as
 // their kind says, the outbox drains, nothing is dead, the loop guard
 // stops nothing. The 45 s job outlives its lease each time, so its late
@@ -580,8 +584,8 @@ func TestScenarioEveryChainEnds(t *testing.T) {
 	if fenced != 3 {
 		t.Errorf("%d refused finishes of slow-45s, want 3", fenced)
 	}
-	// Handler and sweep writes fired onChange: a sweep's pending was
-	// claimed again through it.
+	// Handler and sweep both wrote, and a sweep's pending was claimed
+	// again through onChange.
 	paths := map[string]int{}
 	for _, rev := range s.Ledger(scnDB) {
 		paths[rev.Path]++

@@ -165,6 +165,8 @@ func (goCompiler) CompileBackend(string, string) (engine.Backend, error) {
 	b.cfg.OnChange.Concurrency = 64
 	b.cfg.OnChange.Timeout = 2 * time.Minute
 	b.cfg.OnChange.MaxAttempts = 5
+	b.cfg.OnChange.DBs = []string{jobsDB}
+	b.cfg.OnChange.When = []engine.FieldMatch{{Field: "kind", Values: []any{"job"}}, {Field: "status", Values: []any{"pending"}}}
 	return b, nil
 }
 

@@ -113,7 +113,7 @@ func TestJobsWithGoHandlers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.OK || res.Done != 40 || res.Handlers != HandlersGo || res.Delivery.Count < 120 {
+	if !res.OK || res.Done != 40 || res.Handlers != HandlersGo || res.Delivery.Count < 40 {
 		t.Fatalf("Go handlers: %+v", res)
 	}
 	if _, err := Jobs(context.Background(), JobsOptions{Jobs: 1, Handlers: "lua", Dir: t.TempDir()}); err == nil {

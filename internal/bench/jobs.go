@@ -271,7 +271,7 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 	var finished atomic.Int64
 	allDone := make(chan struct{})
 	var deliveryMu sync.Mutex
-	delivery := make([]time.Duration, 0, 3*n)
+	delivery := make([]time.Duration, 0, n) // a job's pending commit
 
 	inner, storeName, cleanup, err := openStore(ctx, o)
 	if err != nil {
