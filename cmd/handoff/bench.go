@@ -133,6 +133,7 @@ so the difference is what JavaScript adds to a job.`,
 	fl.IntVar(&o.Jobs, "jobs", 5000, "jobs to put")
 	fl.Float64Var(&o.Rate, "rate", 0, "jobs offered per second (0: as fast as the clients can)")
 	fl.IntVar(&o.Concurrency, "concurrency", 16, "clients putting jobs at once")
+	fl.DurationVar(&o.Work, "work", 0, "how long each job's work takes (e.g. 1s): shows how many jobs run at once")
 	fl.BoolVar(&light, "light", false, "light load for the latency numbers: 200 jobs at 100 jobs/s, 4 clients (unless set)")
 	fl.StringVar(&o.Postgres, "postgres", "", "PostgreSQL server URL, postgres://USER:PASSWORD@HOST:PORT/DB: run on a fresh database created there (default $HANDOFF_POSTGRES)")
 	fl.StringVar(&o.Handlers, "handlers", bench.HandlersJS, "js: examples/jobs' access.js and backend.js; go: the same table and handlers in Go, to measure the engine and store without JavaScript")

@@ -29,7 +29,7 @@ const (
 
 // goJob is a job document as the handlers read and write it. Unknown
 // fields would be lost, but the bench writes only these; it never asks
-// for slow or failing work (delayMs, failAttempts).
+// for failing work (failAttempts).
 type goJob struct {
 	ID         string          `json:"_id,omitempty"`
 	Rev        string          `json:"_rev,omitempty"`
@@ -43,6 +43,7 @@ type goJob struct {
 	LastError  string          `json:"lastError,omitempty"`
 	Output     json.RawMessage `json:"output,omitempty"`
 	FinishedAt string          `json:"finishedAt,omitempty"`
+	DelayMs    int64           `json:"delayMs,omitempty"`
 }
 
 // goRuntime compiles every access.js into goAccess.
@@ -220,6 +221,13 @@ func (b *goBackend) OnChange(ctx context.Context, ev engine.ChangeEvent, hc engi
 	rev, ok, err := move(ctx, hc, &claimed, job.Rev)
 	if err != nil || !ok {
 		return err
+	}
+	if claimed.DelayMs > 0 {
+		select {
+		case <-time.After(time.Duration(claimed.DelayMs) * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	input := ""
 	if claimed.Input != nil {

@@ -61,6 +61,9 @@ type JobsOptions struct {
 	// HandlersGo: the same table and handlers in Go (gojobs.go), to
 	// measure the engine and the store without JavaScript.
 	Handlers string
+	// Work is how long each job's work takes (its delayMs): with it the
+	// run shows how many jobs run at once, not how fast they are moved.
+	Work time.Duration
 }
 
 // The values of JobsOptions.Handlers.
@@ -103,6 +106,8 @@ type JobsResult struct {
 	Rate        float64 `json:"rate"` // offered jobs/s, 0: as fast as possible
 	Concurrency int     `json:"concurrency"`
 	GOMAXPROCS  int     `json:"gomaxprocs"`
+	// WorkSeconds is each job's work (JobsOptions.Work).
+	WorkSeconds float64 `json:"work_seconds,omitempty"`
 
 	// WallSeconds runs from the first put to the commit of the last done.
 	WallSeconds float64 `json:"wall_seconds"`
@@ -236,7 +241,7 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 		return nil, errors.New("rate must be 0 (as fast as possible) or more")
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = time.Minute + time.Duration(o.Jobs)*10*time.Millisecond
+		o.Timeout = time.Minute + time.Duration(o.Jobs)*(10*time.Millisecond+o.Work)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -344,7 +349,11 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 						time.Sleep(d)
 					}
 				}
-				body := fmt.Appendf(nil, `{"kind":"job","status":"pending","attempts":0,"input":"bench job number %d: count these words"}`, i)
+				body := fmt.Appendf(nil, `{"kind":"job","status":"pending","attempts":0,"input":"bench job number %d: count these words"`, i)
+				if o.Work > 0 {
+					body = fmt.Appendf(body, `,"delayMs":%d`, o.Work.Milliseconds())
+				}
+				body = append(body, '}')
 				t0 := time.Now()
 				_, err := e.Put(ctx, owner, jobsApp, jobsDB, jobID(i), body, engine.PutOptions{})
 				// A put refused before its commit because the machine
@@ -392,7 +401,7 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 		return nil, err
 	}
 
-	res := &JobsResult{Store: storeName, Handlers: o.Handlers, Jobs: n, Rate: o.Rate, Concurrency: o.Concurrency, GOMAXPROCS: runtime.GOMAXPROCS(0),
+	res := &JobsResult{Store: storeName, Handlers: o.Handlers, Jobs: n, Rate: o.Rate, Concurrency: o.Concurrency, GOMAXPROCS: runtime.GOMAXPROCS(0), WorkSeconds: o.Work.Seconds(),
 		Events: left, PutRetries: int(retries.Load())}
 	res.WallSeconds = end.Sub(start).Seconds()
 	res.JobsPerSec = float64(finished.Load()) / res.WallSeconds

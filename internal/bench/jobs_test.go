@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/handoff-run/handoff/store"
 )
@@ -26,5 +28,19 @@ func TestWatchStoreHints(t *testing.T) {
 	}
 	if got := (&watchStore{}).HeadHint(1, "jobs", "x"); got != nil {
 		t.Fatalf("hint from a store without hints = %+v", got)
+	}
+}
+
+// TestJobsWork: with Work, each job's work takes that long, so a run
+// cannot be done before one job's work is (and the result says so).
+func TestJobsWork(t *testing.T) {
+	for _, h := range []string{HandlersGo, HandlersJS} {
+		res, err := Jobs(context.Background(), JobsOptions{Jobs: 3, Concurrency: 3, Work: 200 * time.Millisecond, Handlers: h})
+		if err != nil {
+			t.Fatalf("%s: %v", h, err)
+		}
+		if res.WorkSeconds != 0.2 || res.WallSeconds < 0.2 || res.Job.P50 < 200 {
+			t.Errorf("%s: work %vs, wall %vs, pending→done p50 %v ms: the jobs did not work 200 ms each", h, res.WorkSeconds, res.WallSeconds, res.Job.P50)
+		}
 	}
 }
