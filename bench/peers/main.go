@@ -100,7 +100,7 @@ func (c *common) flags(name string, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.cooldown, "fetch-cooldown", d.FetchCooldown, "River: FetchCooldown")
 	fs.DurationVar(&c.poll, "fetch-poll", d.FetchPollInterval, "River: FetchPollInterval")
 	fs.IntVar(&c.batch, "batch", d.Batch, "River: jobs per InsertMany call in mode river-many")
-	fs.IntVar(&c.poolConns, "pool-conns", d.PoolConns, "River: PostgreSQL pool size (SQLite always uses one connection)")
+	fs.IntVar(&c.poolConns, "pool-conns", d.PoolConns, "River: connection pool size")
 	return fs
 }
 
@@ -149,7 +149,7 @@ func (c *common) settings(mode string) Settings {
 	if c.set["batch"] {
 		s.Batch = c.batch
 	}
-	if c.set["pool-conns"] && c.store == StorePostgres {
+	if c.set["pool-conns"] {
 		s.PoolConns = c.poolConns
 	}
 	return s

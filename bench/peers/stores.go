@@ -38,10 +38,10 @@ func sqliteDSN(path string) string {
 		"&_pragma=busy_timeout(10000)&_pragma=cache_size(-65536)&_txlock=immediate"
 }
 
-// openSQLite opens a fresh database in a temporary directory. River asks
-// for a pool of one connection on SQLite: its services run at once, and
-// a second connection would get SQLITE_BUSY.
-func openSQLite() (*sql.DB, func(), error) {
+// openSQLite opens a fresh database in a temporary directory, with a
+// pool of conns connections. River asks for one on SQLite: its services
+// run at once, and a second connection may get SQLITE_BUSY.
+func openSQLite(conns int) (*sql.DB, func(), error) {
 	dir, err := os.MkdirTemp("", "peers-river-")
 	if err != nil {
 		return nil, nil, err
@@ -51,7 +51,7 @@ func openSQLite() (*sql.DB, func(), error) {
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}
-	db.SetMaxOpenConns(1)
+	db.SetMaxOpenConns(conns)
 	return db, func() { db.Close(); os.RemoveAll(dir) }, nil
 }
 
