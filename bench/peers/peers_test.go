@@ -145,3 +145,33 @@ func TestProcCPU(t *testing.T) {
 		t.Fatalf("procCPU of this process: %v, %v (x %d)", d, ok, x)
 	}
 }
+
+// TestCompareWithHandoff builds the product's handoff and runs one small
+// round against it: the two sides must still read each other's JSON.
+func TestCompareWithHandoff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds handoff")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PEERS_TEST_CHILD", "1")
+	var out, log bytes.Buffer
+	o := CompareOptions{Rounds: 1, Modes: []string{ModeMany}, Self: []string{self}, Handlers: "go"}
+	o.flags("compare", &log)
+	if err := o.parse(o.fs, []string{"--jobs", "200", "--concurrency", "4"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Compare(t.Context(), o, &out, &log); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	for line := range strings.Lines(out.String()) {
+		if f := strings.Fields(line); len(f) > 3 && f[1] == "handoff" && (f[2] == "0" || f[2] == "NaN") {
+			t.Errorf("handoff's jobs/s not read: %q", line)
+		}
+	}
+	if !containsRow(out.String(), "1", "handoff") || !containsRow(out.String(), "1", ModeMany) {
+		t.Errorf("rows missing:\n%s", out.String())
+	}
+}
