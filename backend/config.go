@@ -25,7 +25,7 @@ import (
 
 // Bounds of the onChange settings.
 const (
-	maxConcurrency = 64
+	maxConcurrency = 256
 	minRunTimeout  = time.Second
 	maxRunTimeout  = time.Hour
 	maxMaxAttempts = 100
