@@ -22,6 +22,8 @@ var eventTests = []test{
 	{"Leases", testEventsLeases},
 	{"ConcurrentClaims", testEventsConcurrentClaims},
 	{"ExclusiveClaims", testEventsExclusiveClaims},
+	{"OneEventPerDocument", testEventsOneEventPerDocument},
+	{"RenewedLeases", testEventsRenewedLeases},
 	{"Ack", testEventsAck},
 	{"Retry", testEventsRetry},
 	{"StartCountsTheAttempt", testEventsStart},
@@ -1147,4 +1149,82 @@ func testEventsExclusiveClaims(t *testing.T, e *env) {
 	if n != 1 {
 		t.Fatalf("%d of 8 racing exclusive claims got events, want 1", n)
 	}
+}
+
+// testEventsOneEventPerDocument: a claim hands out only the earliest live
+// event of each document, whoever holds it, whatever state it is in; the
+// next one waits until it is acked or dead. Two claimers racing never get
+// two events of one document.
+func testEventsOneEventPerDocument(t *testing.T, e *env) {
+	app := e.app("alice", "jobs")
+	now := e.clk.Now()
+	_, a1 := e.emit(app, "a", `{"n":1}`, now)
+	_, b1 := e.emit(app, "b", `{"n":1}`, now)
+	_, a2 := e.emit(app, "a", `{"n":2}`, now)
+	_, c1 := e.emit(app, "c", `{"n":1}`, now)
+	_, a3 := e.emit(app, "a", `{"n":3}`, now)
+	e.wantClaim(app, now, 1, a1)
+	e.wantClaim(app, now, 10, b1, c1) // a2 waits behind a1, leased
+	half := now.Add(lease / 2)
+	e.settle(app, a1, store.Settlement{Attempts: 1, NextAt: half, LastError: "boom"})
+	e.waitRetry(app, a1, store.Settlement{Attempts: 1, NextAt: half, LastError: "boom"})
+	e.wantClaim(app, now, 10) // a1 backs off: a2 still waits
+	e.wantClaim(app, half, 10, a1)
+	e.settle(app, a1, store.Settlement{Ack: true})
+	e.waitGone(app, a1)
+	e.wantClaim(app, half, 10, a2)
+	e.settle(app, a2, store.Settlement{Dead: true, Attempts: 3, NextAt: now, LastError: "gave up"})
+	e.waitDead(app, a2)
+	e.wantClaim(app, half, 10, a3) // a dead event holds nothing back
+	// A lease that ran out gives the document's head to the next claimer.
+	e.wantClaim(app, half.Add(lease), 10, b1, c1, a3)
+
+	// Two claimers racing over many documents with several events each.
+	other := e.app("bob", "jobs")
+	for i := range 60 {
+		e.emit(other, fmt.Sprint("d", i%20), fmt.Sprintf(`{"n":%d}`, i), now)
+	}
+	var mu sync.Mutex
+	docs := map[string]int{}
+	parallel(t, 4, 4, func(int) error {
+		evs, err := e.st.ClaimEvents(e.ctx, other, now, 10, lease)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range evs {
+			docs[ev.Rev.ID]++
+		}
+		return err
+	})
+	for id, n := range docs {
+		if n > 1 {
+			t.Fatalf("racing claims handed out %d events of %s at once", n, id)
+		}
+	}
+	if len(docs) != 20 {
+		t.Fatalf("racing claims handed out events of %d documents, want all 20", len(docs))
+	}
+}
+
+// testEventsRenewedLeases: RenewEvents keeps an event leased past its
+// first lease, for as long as it is renewed; one not renewed is due again
+// when its lease ends. A settled event is not brought back by a renewal.
+func testEventsRenewedLeases(t *testing.T, e *env) {
+	app := e.app("alice", "jobs")
+	now := e.clk.Now()
+	ss := e.emitN(app, 3, now)
+	e.wantClaim(app, now, 10, ss...)
+	e.settle(app, ss[2], store.Settlement{Attempts: 1, NextAt: now, LastError: "boom"})
+	e.waitRetry(app, ss[2], store.Settlement{Attempts: 1, NextAt: now, LastError: "boom"})
+	at := now
+	for range 3 {
+		at = at.Add(lease / 2)
+		if err := e.st.RenewEvents(e.ctx, app, ss[:1], at.Add(lease)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// ss[0] is renewed until at+lease; ss[1] ran out long ago; ss[2] was
+	// settled before the renewals and stays claimable.
+	e.wantClaim(app, at, 10, ss[1], ss[2])
+	e.wantClaim(app, at.Add(lease-time.Second), 10)
+	e.wantClaim(app, at.Add(lease), 10, ss...)
 }
