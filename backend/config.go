@@ -26,7 +26,7 @@ import (
 
 // Bounds of the onChange settings.
 const (
-	maxConcurrency = 64
+	maxConcurrency = 256
 	minRunTimeout  = time.Second
 	maxRunTimeout  = time.Hour
 	maxMaxAttempts = 100

@@ -36,11 +36,11 @@ func TestConfigValues(t *testing.T) {
 		attempts int
 	}{
 		{`{ scheduled: { interval: "30s" }, onChange: { concurrency: 1, timeout: "15m", maxAttempts: 10 } }`, 30 * time.Second, 1, 15 * time.Minute, 10},
-		{`{ scheduled: { interval: "1s" }, onChange: { concurrency: 64, timeout: "1h", maxAttempts: 100 } }`, time.Second, 64, time.Hour, 100},
-		{`{ scheduled: { interval: "24h" }, onChange: { timeout: 90000, maxAttempts: 1 } }`, 24 * time.Hour, 4, 90 * time.Second, 1},
-		{`{ scheduled: { interval: "5m" }, onChange: { timeout: "1s" } }`, 5 * time.Minute, 4, time.Second, 10},
+		{`{ scheduled: { interval: "1s" }, onChange: { concurrency: 256, timeout: "1h", maxAttempts: 100 } }`, time.Second, 256, time.Hour, 100},
+		{`{ scheduled: { interval: "24h" }, onChange: { timeout: 90000, maxAttempts: 1 } }`, 24 * time.Hour, 16, 90 * time.Second, 1},
+		{`{ scheduled: { interval: "5m" }, onChange: { timeout: "1s" } }`, 5 * time.Minute, 16, time.Second, 10},
 		// A computed config is read from the loaded module.
-		{`(() => ({ scheduled: { interval: 2 * 3 + "s" } }))()`, 6 * time.Second, 4, 15 * time.Minute, 10},
+		{`(() => ({ scheduled: { interval: 2 * 3 + "s" } }))()`, 6 * time.Second, 16, 15 * time.Minute, 10},
 	}
 	for _, c := range cases {
 		b := e.compile("export const config = " + c.config + `
@@ -85,8 +85,8 @@ func TestConfigRefused(t *testing.T) {
 		{`{ scheduled: { interval: "25h" } }`, []string{`config.scheduled.interval is "25h", outside 1s to 24h`}},
 		{`{ scheduled: { interval: "99999999999999999999h" } }`, []string{`config.scheduled.interval is`}},
 		{`{ onChange: [] }`, []string{"config.onChange is an array", "concurrency: 4"}},
-		{`{ onChange: { concurrency: 0 } }`, []string{"config.onChange.concurrency is 0", "from 1 to 64"}},
-		{`{ onChange: { concurrency: 65 } }`, []string{"config.onChange.concurrency is 65"}},
+		{`{ onChange: { concurrency: 0 } }`, []string{"config.onChange.concurrency is 0", "from 1 to 256"}},
+		{`{ onChange: { concurrency: 257 } }`, []string{"config.onChange.concurrency is 257", "from 1 to 256"}},
 		{`{ onChange: { concurrency: 2.5 } }`, []string{"config.onChange.concurrency is 2.5"}},
 		{`{ onChange: { concurrency: "4" } }`, []string{`config.onChange.concurrency is "4"`}},
 		{`{ onChange: { timeout: "2h" } }`, []string{`config.onChange.timeout is "2h"`, "from 1s to 1h"}},

@@ -30,6 +30,7 @@ type Event struct {
 	Attempts  int             `json:"attempts"`
 	NextAt    time.Time       `json:"nextAt"`
 	Dead      bool            `json:"dead"`
+	Running   bool            `json:"running"`
 	LastError string          `json:"lastError,omitempty"`
 	Doc       json.RawMessage `json:"doc"`
 }

@@ -47,7 +47,7 @@ type BackendConfig struct {
 		Timeout time.Duration
 	}
 	OnChange struct {
-		Concurrency int           // batches run at once; default 4
+		Concurrency int           // runs at once per app on each node; default 16
 		Timeout     time.Duration // run limit of one event; default 15 min
 		MaxAttempts int           // deliveries before an event is dead; default 10
 		// FanOut bounds the writes that onChange runs make, in all, for
@@ -72,7 +72,7 @@ type BackendConfig struct {
 
 // Defaults of BackendConfig.
 const (
-	DefaultConcurrency   = 4
+	DefaultConcurrency   = 16
 	DefaultRunTimeout    = 15 * time.Minute
 	DefaultMaxAttempts   = 10
 	MinScheduledInterval = time.Second

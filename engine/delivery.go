@@ -11,16 +11,23 @@ import (
 	"github.com/handoff-run/handoff/store"
 )
 
-// Delivery of onChange (DESIGN §4): events are claimed in commit order in
-// batches of up to batchSize; a batch runs its events one after another,
-// and up to config.onChange.concurrency batches run at once, so a hung run
-// holds back only its own batch.
+// Delivery of onChange (DESIGN §4, "Delivery of onChange"): events are
+// claimed in commit order, up to batchSize at a time, and each runs in a
+// slot of its own, up to config.onChange.concurrency at once per app on
+// this node. The store hands out only the earliest live event of each
+// document, so a document's events run one at a time in commit order on
+// any node, and a slow or hung run holds back only its own document.
+// With concurrency 1 an exclusive claim takes the app's due events in
+// commit order while nothing else runs anywhere, and they run one after
+// another in the one slot.
 const (
 	batchSize = 10
-	// maxClaimBatches bounds the batches one claim takes: a claim is a
-	// round trip to the store (a transaction on PostgreSQL), so free
-	// slots are filled by one claim, not one claim each.
-	maxClaimBatches = 10
+	// eventLease is how long a claim holds an event. The leases of the
+	// events this node holds are renewed every renewEvery while it lives,
+	// however long their runs take (the run limit is apart), so the events
+	// of a node that dies come back within about a lease.
+	eventLease = 30 * time.Second
+	renewEvery = 10 * time.Second
 	// pollEvery is a safety net under the wake-ups: a missed signal costs
 	// at most this much delay, never a lost event.
 	pollEvery = 2 * time.Second
@@ -50,6 +57,7 @@ func (ar *appRunner) deliver() {
 	}
 	poll := time.NewTicker(every)
 	defer poll.Stop()
+	defer ar.stopRenewals()
 	defer func() {
 		if ar.stopOld != nil {
 			ar.stopOld()
@@ -104,30 +112,32 @@ func (ar *appRunner) follow(app *appState) {
 	ar.runs, ar.stopOld = context.WithCancel(ar.r.ctx)
 }
 
-// claim starts batches while there are free slots and due events. It
+// claim starts runs while there are free slots and due events. It
 // reports busy when it stopped because every slot is taken.
 func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 	e, ctx := ar.r.e, ar.r.ctx
 	cfg := be.Config().OnChange
-	// A batch keeps its lease for as long as its runs may take.
-	lease := time.Duration(batchSize)*cfg.Timeout + time.Minute
+	exclusive := cfg.Concurrency == 1
 	for {
 		ar.mu.Lock()
 		slots := cfg.Concurrency - ar.inflight
-		// Set in the same critical section as the count is read: a batch
+		// Set in the same critical section as the count is read: a run
 		// ending after it wakes the loop.
 		ar.starved = slots <= 0
 		ar.mu.Unlock()
 		if slots <= 0 || ctx.Err() != nil {
 			return slots <= 0
 		}
-		want := min(slots, maxClaimBatches) * batchSize
+		// No more than the free slots take at once: an event claimed
+		// here waits for nothing but its start.
+		want := min(slots, batchSize)
 		claim := e.st.ClaimEvents
-		if cfg.Concurrency == 1 {
-			// Strict commit order: no batch while another node runs one.
-			claim = e.st.ClaimEventsExclusive
+		if exclusive {
+			// Strict commit order: nothing while another node runs an
+			// event; the batch runs in the one slot.
+			want, claim = batchSize, e.st.ClaimEventsExclusive
 		}
-		evs, err := claim(ctx, ar.id, e.clock.Now(), want, lease)
+		evs, err := claim(ctx, ar.id, e.clock.Now(), want, eventLease)
 		if err != nil {
 			if ctx.Err() == nil { // not just the server stopping
 				e.log.Error("claiming onChange events", "app", ar.ref, "err", err)
@@ -137,14 +147,15 @@ func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 		if len(evs) == 0 {
 			return false
 		}
+		ar.hold(evs)
 		short := len(evs) < want
 		evs = ar.interrupted(app, be, evs)
-		// In seq order, batchSize at a time: as if each batch had been
-		// claimed on its own, one after another.
-		for len(evs) > 0 {
-			n := min(batchSize, len(evs))
-			ar.run(ar.runs, app, be, evs[:n:n])
-			evs = evs[n:]
+		if exclusive {
+			ar.run(ar.runs, app, be, evs)
+		} else {
+			for i := range evs {
+				ar.run(ar.runs, app, be, evs[i:i+1:i+1])
+			}
 		}
 		if short {
 			// Nothing else is due (see store.Events): a claim now would
@@ -154,9 +165,13 @@ func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 	}
 }
 
-// run delivers one batch in a slot of its own, its events one after
-// another, until ctx ends.
+// run delivers events in a slot of its own, one after another in seq
+// order, until ctx ends. Once an event of a document fails, the later
+// events of that document go back: they wait for its retry.
 func (ar *appRunner) run(ctx context.Context, app *appState, be Backend, evs []store.Event) {
+	if len(evs) == 0 {
+		return
+	}
 	ar.mu.Lock()
 	ar.inflight++
 	ar.mu.Unlock()
@@ -169,14 +184,19 @@ func (ar *appRunner) run(ctx context.Context, app *appState, be Backend, evs []s
 			starved := ar.starved
 			ar.starved = false
 			ar.mu.Unlock()
-			// Only a claim that stopped for want of a slot left events
-			// behind, or a deploy that gave them back; retries set their
-			// own wake-ups.
+			// A claim that stopped for want of a slot left events behind,
+			// or a deploy gave them back; retries set their own wake-ups.
 			if starved || ctx.Err() != nil && ar.r.ctx.Err() == nil {
 				signal(ar.wake)
 			}
 		}()
+		var failed map[docKey]bool
 		for i, ev := range evs {
+			k := docKey{ev.Rev.DB, ev.Rev.ID}
+			if failed[k] {
+				ar.r.e.settle(ar, ev.Seq, giveBack(ev))
+				continue
+			}
 			if ctx.Err() != nil {
 				// Stopped by a deploy: the events not started go back as
 				// they were. A server stopping leaves them to the store,
@@ -189,10 +209,18 @@ func (ar *appRunner) run(ctx context.Context, app *appState, be Backend, evs []s
 				}
 				return
 			}
-			ar.deliverOne(ctx, app, be, ev)
+			if !ar.deliverOne(ctx, app, be, ev) {
+				if failed == nil {
+					failed = map[docKey]bool{}
+				}
+				failed[k] = true
+			}
 		}
 	}()
 }
+
+// docKey names a document of the app.
+type docKey struct{ db, id string }
 
 // giveBack is the settlement of a claimed event that did not run, or
 // whose run the server stopped: it is due again at once, with the
@@ -235,7 +263,9 @@ func changeEvent(ev store.Event) ChangeEvent {
 	return ce
 }
 
-func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be Backend, ev store.Event) {
+// deliverOne runs one event and settles it. It reports whether the event
+// was acked.
+func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be Backend, ev store.Event) (acked bool) {
 	e := ar.r.e
 	e.activity.Add(1)
 	defer e.activity.Add(1)
@@ -243,14 +273,16 @@ func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be Backend, 
 	// server down with it is still a failed attempt on restart.
 	if err := e.st.StartEvent(ctx, ar.id, ev.Seq); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return // the lease ran out and another runner has the event
+			// The lease ran out and another runner has the event.
+			ar.release(ev.Seq)
+			return false
 		}
 		if ctx.Err() == nil {
 			e.log.Error("starting an onChange run", "app", ar.ref, "seq", ev.Seq, "err", err)
 		}
 		// The mark may have landed even so: this settles it away.
 		e.settle(ar, ev.Seq, giveBack(ev))
-		return
+		return false
 	}
 	start := e.clock.Now()
 	if e.observe != nil && ev.Attempts == 0 {
@@ -271,7 +303,7 @@ func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be Backend, 
 	err := be.OnChange(ctx, changeEvent(ev), hc)
 	if err == nil {
 		e.settle(ar, ev.Seq, store.Settlement{Ack: true})
-		return
+		return true
 	}
 	if ctx.Err() != nil {
 		// The server stopped the run, not the handler: no attempt lost.
@@ -280,9 +312,10 @@ func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be Backend, 
 			e.appLog(app, "onChange", "warn", fmt.Sprintf("onChange for %s/%s (seq %d, attempt %d) stopped: a new version of the code was deployed; "+
 				"the event runs again with it, as the same attempt", ev.Rev.DB, ev.Rev.ID, ev.Seq, ev.Attempts+1), fieldsJSON("seq", ev.Seq))
 		}
-		return
+		return false
 	}
 	ar.failed(app, be, ev, ev.Attempts+1, err)
+	return false
 }
 
 // failed settles a run that failed, the attempts-th: a retry after the
@@ -307,6 +340,8 @@ func (ar *appRunner) failed(app *appState, be Backend, ev store.Event, attempts 
 	e.clock.AfterFunc(wait, func() { signal(ar.wake) })
 }
 
+// settle records an event's outcome. Then the document's next event may
+// be claimed: the deliverer looks.
 func (e *Engine) settle(ar *appRunner, seq int64, s store.Settlement) {
 	e.activity.Add(1)
 	// Also when the server is stopping: a run it stopped goes back.
@@ -314,5 +349,9 @@ func (e *Engine) settle(ar *appRunner, seq int64, s store.Settlement) {
 	defer cancel()
 	if err := e.st.SettleEvent(ctx, ar.id, seq, s); err != nil {
 		e.log.Error("settling an onChange event", "app", ar.ref, "seq", seq, "err", err)
+	}
+	ar.release(seq)
+	if ar.r.ctx.Err() == nil {
+		signal(ar.wake)
 	}
 }

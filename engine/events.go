@@ -12,15 +12,17 @@ import (
 
 // EventInfo is an outbox event as the API shows it.
 type EventInfo struct {
-	Seq       int64           `json:"seq"`
-	DB        string          `json:"db"`
-	DocID     string          `json:"docId"`
-	Rev       string          `json:"rev"`
-	Deleted   bool            `json:"deleted,omitempty"`
-	Depth     int             `json:"depth"`
-	Attempts  int             `json:"attempts"`
-	NextAt    time.Time       `json:"nextAt"`
-	Dead      bool            `json:"dead"`
+	Seq      int64     `json:"seq"`
+	DB       string    `json:"db"`
+	DocID    string    `json:"docId"`
+	Rev      string    `json:"rev"`
+	Deleted  bool      `json:"deleted,omitempty"`
+	Depth    int       `json:"depth"`
+	Attempts int       `json:"attempts"`
+	NextAt   time.Time `json:"nextAt"`
+	Dead     bool      `json:"dead"`
+	// Running is set while a run of the event is in flight, on any node.
+	Running   bool            `json:"running"`
 	LastError string          `json:"lastError,omitempty"`
 	Doc       json.RawMessage `json:"doc"`
 }
@@ -45,7 +47,7 @@ func (e *Engine) Events(ctx context.Context, a Actor, appRef string, dead bool, 
 	for i, ev := range evs {
 		r := ev.Rev
 		out[i] = EventInfo{Seq: ev.Seq, DB: r.DB, DocID: r.ID, Rev: r.Rev, Deleted: r.Deleted, Depth: ev.Depth,
-			Attempts: ev.Attempts, NextAt: ev.NextAt.UTC(), Dead: ev.Dead, LastError: ev.LastError,
+			Attempts: ev.Attempts, NextAt: ev.NextAt.UTC(), Dead: ev.Dead, Running: ev.Running, LastError: ev.LastError,
 			Doc: DocJSON(r.ID, r.Rev, r.Deleted, r.Body)}
 	}
 	return out, nil

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -187,10 +188,14 @@ type appRunner struct {
 	stopOld context.CancelFunc
 
 	mu       sync.Mutex
-	inflight int
-	// starved: a claim found every slot taken, so the next batch to end
+	inflight int // runs in flight, each in a slot
+	// starved: a claim found every slot taken, so the next run to end
 	// must wake the deliverer.
 	starved bool
+	// held are the claimed events not yet settled, whose leases renewal
+	// renews (leases.go).
+	held    map[int64]bool
+	renewal clock.Timer
 	tick    tickStatus
 }
 

@@ -122,7 +122,9 @@ func TestDeployStopsTheRunningOnChange(t *testing.T) {
 	}
 	tick := func() {
 		t.Helper()
-		waitTimer(t, env.clk)
+		// The schedule's timer, and the lease renewal of the onChange run
+		// in flight.
+		waitTimers(t, env.clk, 2)
 		env.clk.Advance(time.Hour)
 		wait(ticks, "no tick started")
 	}

@@ -374,17 +374,28 @@ type Range struct {
 // each delivery goes to one runner at a time.
 type Events interface {
 	// ClaimEvents leases up to limit events of the app that are due
-	// (NextAt <= now), not dead and not leased, lowest seq first. Fewer
-	// than limit means it leased every such event (but those another
-	// node was claiming at that moment): callers need not claim again
-	// until something changes.
+	// (NextAt <= now), not dead and not leased, lowest seq first, each
+	// the earliest live (not dead) event of its document: a document's
+	// next event waits until the one before it is acked or dead, whoever
+	// holds it, so the events of one document run one at a time in
+	// commit order. Fewer than limit means it leased every such event
+	// (but those another node was claiming at that moment): callers need
+	// not claim again until something changes.
 	ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]Event, error)
 	// ClaimEventsExclusive is ClaimEvents for an app whose events go to
 	// one runner at a time (onChange concurrency 1, strict commit order):
 	// it leases nothing while any live event of the app is leased and its
 	// lease has not ended, whoever holds it. On a store shared by several
-	// nodes, the check and the lease are one step.
+	// nodes, the check and the lease are one step. It may lease several
+	// events of one document, in seq order, for the caller runs them one
+	// after another; it skips an event of a document with an earlier live
+	// event that is not due yet (a retry backing off).
 	ClaimEventsExclusive(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]Event, error)
+	// RenewEvents moves the end of the caller's leases of the app's
+	// events seqs to until, for the events it still holds: a claimer
+	// renews the leases of the events it runs or is about to run, so a
+	// lease can be short and a dead claimer's events come back soon.
+	RenewEvents(ctx context.Context, appID int64, seqs []int64, until time.Time) error
 	// NextEventDue reports the earliest NextAt of the app's events that
 	// are neither dead nor leased; ok is false when there are none. A
 	// store whose leases can outlive their holder (several nodes) may
@@ -447,7 +458,10 @@ type Event struct {
 	// (StartEvent) and never settled: its runner died mid-run. Attempts
 	// counts that run.
 	Interrupted bool
-	Rev         Revision
+	// Running is set by ListEvents when a run of the event is in flight:
+	// started (StartEvent) and not settled.
+	Running bool
+	Rev     Revision
 	// Old is the revision the write replaced; nil when the document was
 	// absent or deleted before it.
 	Old *Revision

@@ -22,7 +22,7 @@ import (
 
 // sqliteSchemaVersion is the embedded store's schema version (its
 // PRAGMA user_version) that migrate knows how to read.
-const sqliteSchemaVersion = 6
+const sqliteSchemaVersion = 7
 
 // migrateTable is one table copied from the embedded store to PostgreSQL:
 // the SQLite columns read, in order, and the PostgreSQL columns written.
@@ -62,8 +62,8 @@ var migrateTables = []migrateTable{
 	{"revisions", []string{"app_id", "seq", "db", "id", "rev", "deleted", "body", "time", "user", "device", "handler", "path", "channels", "prev_seq"},
 		[]string{"app_id", "seq", "db", "id", "rev", "deleted", "body", "time", "writer_user", "writer_device", "writer_handler", "path", "channels", "prev_seq"},
 		".....b........", "app_id, seq"},
-	{"events", []string{"app_id", "seq", "depth", "attempts", "next_at", "dead", "last_error", "running", "origin"},
-		[]string{"app_id", "seq", "depth", "attempts", "next_at", "dead", "last_error", "running", "origin"}, ".....b.b.", "app_id, seq"},
+	{"events", []string{"app_id", "seq", "depth", "attempts", "next_at", "dead", "last_error", "running", "origin", "db", "doc_id"},
+		[]string{"app_id", "seq", "depth", "attempts", "next_at", "dead", "last_error", "running", "origin", "db", "doc_id"}, ".....b.b...", "app_id, seq"},
 	{"ticks", []string{"app_id", "planned", "started", "duration", "error"}, []string{"app_id", "planned", "started", "duration", "error"}, ".....", "app_id"},
 	{"logs", []string{"id", "app_id", "time", "level", "source", "message", "fields"},
 		[]string{"id", "app_id", "time", "level", "source", "message", "fields"}, ".......", "id"},

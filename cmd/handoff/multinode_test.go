@@ -23,9 +23,7 @@ import (
 func freshPostgres(t *testing.T, maxConns int) string { return pgtest.Fresh(t, maxConns) }
 
 // multiBackendJS is crashBackendJS (the job protocol with seen- and
-// finished- markers) with a short run limit, so that a killed node's
-// batch leases (10 × timeout + 1 min, engine/delivery.go) expire in 70 s,
-// and a scheduled handler that records its tick: ticks/tick-<planned>
+// finished- markers) with a short run limit, and a scheduled handler that records its tick: ticks/tick-<planned>
 // with ifAbsent, and ticks/dup-<planned>-<random> when that tick was
 // handled already.
 var multiBackendJS = strings.Replace(
@@ -153,7 +151,7 @@ func TestMultiNodeJobs(t *testing.T) {
 		victim+1, killAfter, jobs, time.Since(start).Round(time.Millisecond))
 
 	// Drain through a survivor: every job done and the outbox empty. The
-	// dead node's batch leases run 70 s.
+	// dead node's event leases run out 30 s after its last renewal.
 	c := clients[survivor]
 	waitUntil(t, 150*time.Second, "every job done and the outbox empty", func() bool {
 		evs, err := c.Events(ctx, app, false, 0, 1)

@@ -36,6 +36,12 @@ const eventJoins = `
 // passes them over, and a claim that comes back short must have seen
 // every due event no other claim held.
 //
+// gate keeps a candidate c to the head of its document: ClaimEvents
+// passes over an event while an earlier live event of its document
+// exists (running, leased or backing off, on any node), one probe of
+// events_by_doc each. The events behind a head are few (a document's
+// writes during one run), so the scan stays short.
+//
 // Every later step touches only the rows picked: each candidate is
 // locked through a LATERAL lookup of its key (kept a nested loop, in seq
 // order, by OFFSET 0), the update finds them by key, and each revision
@@ -45,10 +51,10 @@ const eventJoins = `
 // (rechecked on that version) finds.
 func claimSQL(gate string) string {
 	return `WITH cand AS (
-		(SELECT seq FROM events WHERE app_id = $1 AND NOT dead AND lease_until = 0 AND next_at <= $2` + gate + `
+		(SELECT seq FROM events c WHERE app_id = $1 AND NOT dead AND lease_until = 0 AND next_at <= $2` + gate + `
 		ORDER BY seq LIMIT 2 * $3 + 200)
 		UNION ALL
-		(SELECT seq FROM events WHERE app_id = $1 AND NOT dead AND lease_until > 0 AND lease_until <= $2 AND next_at <= $2` + gate + `
+		(SELECT seq FROM events c WHERE app_id = $1 AND NOT dead AND lease_until > 0 AND lease_until <= $2 AND next_at <= $2` + gate + `
 		ORDER BY seq LIMIT 2 * $3 + 200)
 	), picked AS (
 		SELECT ev.seq FROM (SELECT seq FROM cand ORDER BY seq OFFSET 0) c,
@@ -67,13 +73,24 @@ func claimSQL(gate string) string {
 	ORDER BY e.seq`
 }
 
-var sqlClaim = claimSQL("")
+// earlierOfDoc is the condition "an earlier live event of candidate c's
+// document exists", with more conditions on that event.
+func earlierOfDoc(more string) string {
+	return `EXISTS (SELECT 1 FROM events p WHERE p.app_id = $1 AND p.db = c.db AND p.doc_id = c.doc_id
+			AND p.seq < c.seq AND NOT p.dead` + more + `)`
+}
+
+var sqlClaim = claimSQL(`
+		AND NOT ` + earlierOfDoc(""))
 
 // sqlClaimExclusive is sqlClaim that picks nothing while any live event
 // of the app is leased (ClaimEventsExclusive). The caller holds the app's
-// claim lock, so the check and the lease are one step across nodes.
+// claim lock, so the check and the lease are one step across nodes. It
+// takes a document's due events together, in order, for they run one
+// after another; only an earlier event backing off holds one back.
 var sqlClaimExclusive = claimSQL(`
-		AND NOT EXISTS (SELECT 1 FROM events WHERE app_id = $1 AND NOT dead AND lease_until > $2)`)
+		AND NOT EXISTS (SELECT 1 FROM events WHERE app_id = $1 AND NOT dead AND lease_until > $2)
+		AND NOT ` + earlierOfDoc(" AND p.next_at > $2"))
 
 // sqlClaimLock serialises exclusive claims of one app across nodes. Taken
 // in the claim's transaction, before the claim statement, so the claim's
@@ -175,10 +192,30 @@ func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Sett
 	return s.pool.SendBatch(ctx, b).Close()
 }
 
+// RenewEvents does not wait for the WAL flush: a renewal lost in a crash
+// of the database ends a lease early, which costs one more delivery.
+func (s *Store) RenewEvents(ctx context.Context, appID int64, seqs []int64, until time.Time) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL synchronous_commit = off")
+	b.Queue(`UPDATE events SET lease_until = $3 WHERE app_id = $1 AND seq = ANY($2::int8[]) AND lease_owner = $4 AND NOT dead`,
+		appID, seqs, until.UnixNano(), s.node)
+	b.Queue("COMMIT")
+	return s.pool.SendBatch(ctx, b).Close()
+}
+
 func (s *Store) ListEvents(ctx context.Context, appID int64, dead bool, afterSeq int64, n int) ([]store.Event, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+eventCols+` FROM events e`+eventJoins+`
 		WHERE e.app_id = $1 AND e.dead = $2 AND e.seq > $3 ORDER BY e.seq LIMIT $4`, appID, dead, afterSeq, limit(n))
-	return scanEvents(appID, rows, err)
+	evs, err := scanEvents(appID, rows, err)
+	for i := range evs {
+		// The mark of a run in flight, from this list's point of view.
+		evs[i].Running, evs[i].Interrupted = evs[i].Interrupted, false
+	}
+	return evs, err
 }
 
 func (s *Store) ReplayEvent(ctx context.Context, appID, seq int64, now time.Time) error {

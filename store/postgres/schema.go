@@ -321,6 +321,15 @@ var migrations = []string{
 		created   int8 NOT NULL
 	);
 	CREATE INDEX passkeys_by_user ON passkeys (user_name, created);`,
+
+	// 10: each event names its document, so a claim takes only the
+	// earliest live event of each document (per-document order across
+	// nodes): events_by_doc answers "is an earlier one live?" with one
+	// probe.
+	`ALTER TABLE events ADD COLUMN db text COLLATE "C" NOT NULL DEFAULT '',
+		ADD COLUMN doc_id text COLLATE "C" NOT NULL DEFAULT '';
+	UPDATE events e SET db = r.db, doc_id = r.id FROM revisions r WHERE r.app_id = e.app_id AND r.seq = e.seq;
+	CREATE INDEX events_by_doc ON events (app_id, db, doc_id, seq) WHERE NOT dead;`,
 }
 
 // migrateLock is the advisory lock key that serialises migrations, so

@@ -75,10 +75,10 @@ const (
 	sqlSaveHeads = sqlNewHeads + ` ON CONFLICT (app_id, db, id) DO UPDATE SET rev = excluded.rev, deleted = excluded.deleted,
 		body_text = excluded.body_text, body = excluded.body, seq = excluded.seq, time = excluded.time,
 		channels = excluded.channels, has_grants = excluded.has_grants`
-	sqlAddEvents = `INSERT INTO events (app_id, seq, depth, next_at, origin)
-		SELECT $1, ` + firstSeq + ` + e.n, e.depth, e.next_at, e.origin
+	sqlAddEvents = `INSERT INTO events (app_id, seq, depth, next_at, origin, db, doc_id)
+		SELECT $1, ` + firstSeq + ` + e.n, e.depth, e.next_at, e.origin, e.db, e.doc_id
 		FROM (SELECT unnest($3::int8[]) AS n, unnest($4::int4[]) AS depth, unnest($5::int8[]) AS next_at,
-			unnest($6::int8[]) AS origin) e`
+			unnest($6::int8[]) AS origin, unnest($7::text[]) AS db, unnest($8::text[]) AS doc_id) e`
 	sqlDropGrants = `DELETE FROM grants WHERE app_id = $1 AND db = $2 AND doc_id = $3`
 	sqlAddGrants  = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel)
 		SELECT $1, unnest($2::text[]), unnest($3::text[]), unnest($4::text[]), unnest($5::text[]), unnest($6::text[])`
@@ -534,8 +534,10 @@ func queueHeads(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int, 
 func queueEvents(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int) {
 	var offsets, nextAt, origins []int64
 	var depths []int32
+	var dbs, ids []string
 	for j, i := range accepted {
 		if ev := batch[i].w.Event; ev != nil {
+			dbs, ids = append(dbs, batch[i].w.DB), append(ids, batch[i].w.ID)
 			offsets = append(offsets, int64(j)+1)
 			depths = append(depths, int32(ev.Depth))
 			nextAt = append(nextAt, ev.NextAt.UnixNano())
@@ -543,7 +545,7 @@ func queueEvents(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int)
 		}
 	}
 	if len(offsets) > 0 {
-		b.Queue(sqlAddEvents, app, n, offsets, depths, nextAt, origins)
+		b.Queue(sqlAddEvents, app, n, offsets, depths, nextAt, origins, dbs, ids)
 	}
 }
 

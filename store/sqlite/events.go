@@ -30,15 +30,35 @@ type leases struct {
 	// writer: their runs are over, so they do not hold back an exclusive
 	// claim, though they stay held until the outcome is written.
 	settling map[int64]map[int64]bool
+	// acking marks the settling events whose outcome is an ack: they are
+	// as good as gone, so the next event of their document may be
+	// claimed before the ack is written. Should the process die first,
+	// the acked event runs again after its successor: at least once.
+	acking map[int64]map[int64]bool
 	// runs are the runs in flight and their file (runs.go).
 	runs *runs
 }
 
 // lease is a claim's hold on an event, with the attempts the event had
-// when claimed.
+// when claimed and its document.
 type lease struct {
 	until    time.Time
 	attempts int
+	doc      docKey
+}
+
+// docKey names a document of an app.
+type docKey struct{ db, id string }
+
+// mark records in m[app] that seq is in the state m stands for.
+func mark(m *map[int64]map[int64]bool, app, seq int64) {
+	if *m == nil {
+		*m = map[int64]map[int64]bool{}
+	}
+	if (*m)[app] == nil {
+		(*m)[app] = map[int64]bool{}
+	}
+	(*m)[app][seq] = true
 }
 
 // claimStmts are prepared once: SQLite parses a statement each time it
@@ -91,6 +111,7 @@ func (l *leases) release(app, seq int64, written, rescan bool) {
 	l.mu.Lock()
 	delete(l.held(app), seq)
 	delete(l.settling[app], seq)
+	delete(l.acking[app], seq)
 	if written {
 		l.runs.settled(runKey{app, seq})
 	}
@@ -111,7 +132,7 @@ const eventFrom = ` FROM events e
 func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
 	s.leases.mu.Lock()
 	defer s.leases.mu.Unlock()
-	return s.claim(ctx, appID, now, limit, lease)
+	return s.claim(ctx, appID, now, limit, lease, false)
 }
 
 // ClaimEventsExclusive claims only while no lease of the app is live; see
@@ -125,42 +146,60 @@ func (s *Store) ClaimEventsExclusive(ctx context.Context, appID int64, now time.
 			return nil, nil
 		}
 	}
-	return s.claim(ctx, appID, now, limit, lease)
+	return s.claim(ctx, appID, now, limit, lease, true)
 }
 
-// claim is ClaimEvents under s.leases.mu.
-func (s *Store) claim(ctx context.Context, appID int64, now time.Time, limit int, d time.Duration) ([]store.Event, error) {
+// claim is ClaimEvents, or with exclusive ClaimEventsExclusive after its
+// check, under s.leases.mu.
+//
+// Out of full mode every live event at or below the cursor is held, so
+// the only earlier live events of a document above it are held ones and
+// ones above the cursor: memory tells which documents those are. An
+// event behind one of them is left for the database's claim (full mode),
+// which passes over it.
+func (s *Store) claim(ctx context.Context, appID int64, now time.Time, limit int, d time.Duration, exclusive bool) ([]store.Event, error) {
 	held := s.leases.held(appID)
 	sc := s.leases.scan(appID)
 	for seq, l := range held {
 		if !l.until.After(now) {
 			delete(held, seq)
 			delete(s.leases.settling[appID], seq)
+			delete(s.leases.acking[appID], seq)
 			sc.full = true
 		}
 	}
 	var pick []int64
 	var err error
 	if !sc.full {
-		if evs, ok := s.recent.above(appID, sc.cursor, now.UnixNano(), limit); ok {
+		free := s.leases.docGate(appID, exclusive)
+		evs, ok := s.recent.above(appID, sc.cursor, now.UnixNano(), limit, func(ev *store.Event) bool {
+			if !free(docKey{ev.Rev.DB, ev.Rev.ID}) {
+				sc.full = true
+				return false
+			}
+			return true
+		})
+		if ok {
 			for _, ev := range evs {
-				held[ev.Seq] = lease{now.Add(d), ev.Attempts}
+				held[ev.Seq] = lease{now.Add(d), ev.Attempts, docKey{ev.Rev.DB, ev.Rev.ID}}
 			}
 			if len(evs) > 0 {
 				sc.cursor = evs[len(evs)-1].Seq
 			}
 			return evs, nil
 		}
-		pick, err = s.seqsAbove(ctx, appID, now, limit, sc)
-		if err != nil {
-			return nil, err
+		if !sc.full {
+			pick, err = s.seqsAbove(ctx, appID, now, limit, sc, s.leases.docGate(appID, exclusive))
+			if err != nil {
+				return nil, err
+			}
 		}
 	}
 	if sc.full {
 		// Choose by seq alone first: the held events are usually the oldest
 		// due ones (up to concurrency × batch of them), and reading their
 		// revisions only to skip them cost more than the rest of the claim.
-		if pick, err = s.dueSeqs(ctx, appID, now, limit, held, sc); err != nil {
+		if pick, err = s.dueSeqs(ctx, appID, now, limit, held, sc, exclusive); err != nil {
 			return nil, err
 		}
 	}
@@ -191,7 +230,7 @@ func (s *Store) claim(ctx context.Context, appID int64, now time.Time, limit int
 		if n, ok := s.leases.runs.live[runKey{appID, ev.Seq}]; ok {
 			ev.Interrupted, ev.Attempts = true, max(ev.Attempts, n)
 		}
-		held[ev.Seq] = lease{now.Add(d), ev.Attempts}
+		held[ev.Seq] = lease{now.Add(d), ev.Attempts, docKey{ev.Rev.DB, ev.Rev.ID}}
 	}
 	s.recent.passed(appID, pick[len(pick)-1])
 	if !sc.full {
@@ -200,13 +239,38 @@ func (s *Store) claim(ctx context.Context, appID int64, now time.Time, limit int
 	return out, nil
 }
 
-// seqsAbove returns up to limit seqs of events above the cursor, all due
-// and unheld. Meeting one that is dead or not yet due switches the app to
-// full mode instead. Called with leases.mu held.
-func (s *Store) seqsAbove(ctx context.Context, appID int64, now time.Time, limit int, sc *claimScan) ([]int64, error) {
+// docGate returns the test of the fast claim path's documents: free
+// reports whether no live event of the document is held (but for acks
+// under way) or already picked, and counts the document as picked. An
+// exclusive claim runs what it takes one after another: every document
+// is free. Called with l.mu held.
+func (l *leases) docGate(app int64, exclusive bool) (free func(docKey) bool) {
+	if exclusive {
+		return func(docKey) bool { return true }
+	}
+	busy := map[docKey]bool{}
+	for seq, h := range l.held(app) {
+		if !l.acking[app][seq] {
+			busy[h.doc] = true
+		}
+	}
+	return func(k docKey) bool {
+		if busy[k] {
+			return false
+		}
+		busy[k] = true
+		return true
+	}
+}
+
+// seqsAbove returns up to limit seqs of events above the cursor, all due,
+// unheld and free by the gate. Meeting one that is dead, not yet due or
+// not free switches the app to full mode instead. Called with leases.mu
+// held.
+func (s *Store) seqsAbove(ctx context.Context, appID int64, now time.Time, limit int, sc *claimScan, free func(docKey) bool) ([]int64, error) {
 	c := &s.leases.claim
 	if c.above == nil {
-		st, err := s.rdb.PrepareContext(ctx, `SELECT seq, dead, next_at FROM events WHERE app_id = ? AND seq > ? ORDER BY seq LIMIT ?`)
+		st, err := s.rdb.PrepareContext(ctx, `SELECT seq, dead, next_at, db, doc_id FROM events WHERE app_id = ? AND seq > ? ORDER BY seq LIMIT ?`)
 		if err != nil {
 			return nil, err
 		}
@@ -221,10 +285,11 @@ func (s *Store) seqsAbove(ctx context.Context, appID int64, now time.Time, limit
 	for rows.Next() {
 		var seq, at int64
 		var dead bool
-		if err := rows.Scan(&seq, &dead, &at); err != nil {
+		var k docKey
+		if err := rows.Scan(&seq, &dead, &at, &k.db, &k.id); err != nil {
 			return nil, err
 		}
-		if dead || at > now.UnixNano() {
+		if dead || at > now.UnixNano() || !free(k) {
 			sc.full = true
 			return nil, nil
 		}
@@ -234,51 +299,77 @@ func (s *Store) seqsAbove(ctx context.Context, appID int64, now time.Time, limit
 }
 
 // dueSeqs returns up to limit seqs of due, live events that nobody holds,
-// in commit order. Called with leases.mu held.
+// in commit order, passing over the events of a document behind an
+// earlier live one (for an exclusive claim, behind one backing off).
+// Called with leases.mu held.
 //
-// When the scan reached the end of the due events and no live event waits
-// to fall due, every live event it passed is held or picked: the app
-// leaves full mode with its cursor at the last seq seen.
-func (s *Store) dueSeqs(ctx context.Context, appID int64, now time.Time, limit int, held map[int64]lease, sc *claimScan) ([]int64, error) {
+// When the scan reached the end of the due events, passed over none for
+// its document, and no live event waits to fall due, every live event it
+// passed is held or picked: the app leaves full mode with its cursor at
+// the last seq seen.
+func (s *Store) dueSeqs(ctx context.Context, appID int64, now time.Time, limit int, held map[int64]lease, sc *claimScan, exclusive bool) ([]int64, error) {
 	c := &s.leases.claim
 	if c.due == nil {
 		// The unary + keeps dead and next_at out of the index choice: the
-		// primary key already yields seqs in order, so the scan stops after
-		// limit+held rows (plus any dead or backing-off ones on the way,
-		// which are few), where events_due would sort the whole backlog of
-		// due events on every claim.
-		st, err := s.rdb.PrepareContext(ctx, `SELECT seq FROM events WHERE app_id = ? AND +dead = 0 AND +next_at <= ? ORDER BY seq LIMIT ?`)
+		// primary key already yields seqs in order, so the scan stops once
+		// limit are picked, past the held and waiting ones on the way,
+		// which are few, where events_due would sort the whole backlog of
+		// due events on every claim. Per row, prev (the latest earlier
+		// live event of the document) and backoff (is one of those not
+		// due yet?) are probes of events_by_doc.
+		st, err := s.rdb.PrepareContext(ctx, `SELECT e.seq,
+			(SELECT max(p.seq) FROM events p WHERE p.app_id = e.app_id AND p.db = e.db AND p.doc_id = e.doc_id AND p.dead = 0 AND p.seq < e.seq),
+			EXISTS (SELECT 1 FROM events p WHERE p.app_id = e.app_id AND p.db = e.db AND p.doc_id = e.doc_id AND p.dead = 0 AND p.seq < e.seq AND p.next_at > ?2)
+			FROM events e WHERE e.app_id = ?1 AND +e.dead = 0 AND +e.next_at <= ?2 ORDER BY e.seq`)
 		if err != nil {
 			return nil, err
 		}
 		c.due = st
 	}
-	scanLimit := limit + len(held)
-	rows, err := c.due.QueryContext(ctx, appID, now.UnixNano(), scanLimit)
+	rows, err := c.due.QueryContext(ctx, appID, now.UnixNano())
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var pick []int64
-	n, last := 0, int64(0) // rows seen, the last seq seen
-	for len(pick) < limit && rows.Next() {
+	last, behind, end := int64(0), false, true
+	for {
+		if len(pick) == limit {
+			end = false
+			break
+		}
+		if !rows.Next() {
+			break
+		}
 		var seq int64
-		if err := rows.Scan(&seq); err != nil {
+		var prev sql.NullInt64
+		var backoff bool
+		if err := rows.Scan(&seq, &prev, &backoff); err != nil {
 			return nil, err
 		}
-		n, last = n+1, seq
-		if _, busy := held[seq]; !busy {
-			pick = append(pick, seq)
+		last = seq
+		if _, busy := held[seq]; busy {
+			continue
 		}
+		// An earlier event of the document still to run, or running. An
+		// ack under way counts as done (see leases.acking).
+		wait := backoff
+		if !exclusive && prev.Valid && !s.leases.acking[appID][prev.Int64] {
+			wait = true
+		}
+		if wait {
+			behind = true
+			continue
+		}
+		pick = append(pick, seq)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if len(pick) < limit && (n > 0 || len(held) == 0) {
+	if end && !behind {
 		// The scan saw every due event, in order, up to last, and none
-		// after it (it stopped short of limit): each is held or picked now,
-		// and no held one is above last. Leave full mode if no live event
-		// waits to fall due.
+		// after it: each is held or picked now, and no held one is above
+		// last. Leave full mode if no live event waits to fall due.
 		if c.later == nil {
 			st, err := s.rdb.PrepareContext(ctx, `SELECT 1 FROM events WHERE app_id = ? AND dead = 0 AND next_at > ? LIMIT 1`)
 			if err != nil {
@@ -289,7 +380,7 @@ func (s *Store) dueSeqs(ctx context.Context, appID int64, now time.Time, limit i
 		var one int
 		switch err := c.later.QueryRowContext(ctx, appID, now.UnixNano()).Scan(&one); {
 		case errors.Is(err, sql.ErrNoRows):
-			sc.full, sc.cursor = false, last
+			sc.full, sc.cursor = false, max(last, sc.cursor)
 		case err != nil:
 			return nil, err
 		}
@@ -385,13 +476,10 @@ func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Sett
 		}
 	}
 	if _, ok := s.leases.held(appID)[seq]; ok {
-		if s.leases.settling == nil {
-			s.leases.settling = map[int64]map[int64]bool{}
+		mark(&s.leases.settling, appID, seq)
+		if st.Ack {
+			mark(&s.leases.acking, appID, seq)
 		}
-		if s.leases.settling[appID] == nil {
-			s.leases.settling[appID] = map[int64]bool{}
-		}
-		s.leases.settling[appID][seq] = true
 	}
 	s.leases.mu.Unlock()
 	if st.Ack {
@@ -406,6 +494,22 @@ func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Sett
 	}, release)
 }
 
+// RenewEvents moves the ends of leases in memory: one process owns the
+// file, so nobody else could take the events anyway but this process
+// after a lease ends.
+func (s *Store) RenewEvents(ctx context.Context, appID int64, seqs []int64, until time.Time) error {
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	held := s.leases.held(appID)
+	for _, seq := range seqs {
+		if l, ok := held[seq]; ok {
+			l.until = until
+			held[seq] = l
+		}
+	}
+	return nil
+}
+
 func (s *Store) ListEvents(ctx context.Context, appID int64, dead bool, afterSeq int64, limit int) ([]store.Event, error) {
 	rows, err := s.rdb.QueryContext(ctx, `SELECT `+eventCols+eventFrom+`
 		WHERE e.app_id = ? AND e.dead = ? AND e.seq > ? ORDER BY e.seq LIMIT ?`, appID, dead, afterSeq, limit)
@@ -418,7 +522,9 @@ func (s *Store) ListEvents(ctx context.Context, appID int64, dead bool, afterSeq
 	for i := range evs {
 		if n, ok := s.leases.runs.live[runKey{appID, evs[i].Seq}]; ok && !evs[i].Dead {
 			evs[i].Attempts = max(evs[i].Attempts, n)
+			evs[i].Running = true
 		}
+		evs[i].Interrupted = false
 	}
 	s.leases.mu.Unlock()
 	return evs, err

@@ -144,10 +144,11 @@ func (r *recentEvents) shed() {
 }
 
 // above hands out up to limit of the app's events above cursor, in seq
-// order, forgetting them and the ones at or below it. ok is false when memory cannot
-// answer for certain: events above cursor may be missing, or one of them
-// is not due by now (the database's claim handles both).
-func (r *recentEvents) above(app, cursor int64, now int64, limit int) (evs []store.Event, ok bool) {
+// order, forgetting them and the ones at or below it. ok is false when
+// memory cannot answer for certain: events above cursor may be missing,
+// or one of them is not due by now or refused by take (the database's
+// claim handles all three).
+func (r *recentEvents) above(app, cursor int64, now int64, limit int, take func(*store.Event) bool) (evs []store.Event, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ar := r.apps[app]
@@ -160,7 +161,7 @@ func (r *recentEvents) above(app, cursor int64, now int64, limit int) (evs []sto
 	}
 	r.forget(ar, i)
 	for _, ev := range ar.evs[:min(limit, len(ar.evs))] {
-		if ev.NextAt.UnixNano() > now {
+		if ev.NextAt.UnixNano() > now || !take(&ev) {
 			return nil, false
 		}
 		evs = append(evs, ev)

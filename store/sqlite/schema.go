@@ -192,6 +192,14 @@ var migrations = []string{
 		created INTEGER NOT NULL
 	);
 	CREATE INDEX passkeys_by_user ON passkeys (user, created);`,
+	// 7: each event names its document, so a claim takes only the
+	// earliest live event of each document: events_by_doc answers "is an
+	// earlier one live?" with one probe.
+	`ALTER TABLE events ADD COLUMN db TEXT NOT NULL DEFAULT '';
+	ALTER TABLE events ADD COLUMN doc_id TEXT NOT NULL DEFAULT '';
+	UPDATE events SET db = (SELECT r.db FROM revisions r WHERE r.app_id = events.app_id AND r.seq = events.seq),
+		doc_id = (SELECT r.id FROM revisions r WHERE r.app_id = events.app_id AND r.seq = events.seq);
+	CREATE INDEX events_by_doc ON events (app_id, db, doc_id, seq) WHERE dead = 0;`,
 }
 
 func migrate(db *sql.DB) error {

@@ -117,7 +117,7 @@ const (
 	sqlCountAdd   = `INSERT INTO grant_counts (app_id, kind, principal, channel, n) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (app_id, kind, principal, channel) DO UPDATE SET n = n + excluded.n RETURNING n`
 	sqlCountDrop = `DELETE FROM grant_counts WHERE app_id = ? AND kind = ? AND principal = ? AND channel = ? AND n <= 0`
-	sqlAddEvent  = `INSERT INTO events (app_id, seq, depth, origin, next_at) VALUES (?, ?, ?, ?, ?)`
+	sqlAddEvent  = `INSERT INTO events (app_id, seq, depth, origin, next_at, db, doc_id) VALUES (?, ?, ?, ?, ?, ?, ?)`
 	sqlAddGrant  = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel) VALUES (?, ?, ?, ?, ?, ?)`
 	// sqlAckEvents deletes a transaction's settled events of one app in
 	// one statement; ? is a JSON array of seqs.
@@ -380,7 +380,7 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 		}
 	}
 	if ev := wr.Event; ev != nil {
-		if _, err := w.st(sqlAddEvent).Exec(wr.AppID, seq, ev.Depth, ev.Origin, ev.NextAt.UnixNano()); err != nil {
+		if _, err := w.st(sqlAddEvent).Exec(wr.AppID, seq, ev.Depth, ev.Origin, ev.NextAt.UnixNano(), wr.DB, wr.ID); err != nil {
 			return commitRes{}, err
 		}
 	}

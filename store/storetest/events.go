@@ -22,6 +22,8 @@ var eventTests = []test{
 	{"Leases", testEventsLeases},
 	{"ConcurrentClaims", testEventsConcurrentClaims},
 	{"ExclusiveClaims", testEventsExclusiveClaims},
+	{"OneEventPerDocument", testEventsOneEventPerDocument},
+	{"RenewedLeases", testEventsRenewedLeases},
 	{"Ack", testEventsAck},
 	{"Retry", testEventsRetry},
 	{"StartCountsTheAttempt", testEventsStart},
@@ -94,6 +96,19 @@ func (e *env) wantClaim(app int64, now time.Time, limit int, want ...int64) []st
 	evs := e.claimFor(app, now, limit, lease)
 	if got := seqs(evs); !slices.Equal(got, want) {
 		e.t.Fatalf("ClaimEvents(at %v, limit %d) = seqs %v, want %v", now, limit, got, want)
+	}
+	return evs
+}
+
+// wantExclusive is wantClaim with ClaimEventsExclusive.
+func (e *env) wantExclusive(app int64, now time.Time, limit int, want ...int64) []store.Event {
+	e.t.Helper()
+	evs, err := e.st.ClaimEventsExclusive(e.ctx, app, now, limit, lease)
+	if err != nil {
+		e.t.Fatalf("ClaimEventsExclusive(at %v, limit %d): %v", now, limit, err)
+	}
+	if got := seqs(evs); !slices.Equal(got, want) {
+		e.t.Fatalf("ClaimEventsExclusive(at %v, limit %d) = seqs %v, want %v", now, limit, got, want)
 	}
 	return evs
 }
@@ -364,7 +379,14 @@ func testEventsRevisions(t *testing.T, e *env) {
 	add("jobs", "x", "", nil)
 	add("jobs", "y", `{"status":"pending"}`, nil)
 	check("ListEvents", e.listEvents(app, false), 0)
-	check("ClaimEvents", e.wantClaim(app, at, 10, ss...), 0)
+	// An exclusive claim hands out every event of a document at once.
+	check("ClaimEventsExclusive", e.wantExclusive(app, at, 10, ss...), 0)
+	for _, s := range ss {
+		e.settle(app, s, store.Settlement{Ack: true})
+	}
+	for _, s := range ss {
+		e.waitGone(app, s)
+	}
 
 	// More of the same, claimed after the first ones: a store may answer
 	// claims of fresh events differently.
@@ -373,8 +395,8 @@ func testEventsRevisions(t *testing.T, e *env) {
 	add("jobs", "x", `{"status":"done"}`, func(w *store.Write) { w.Channels = []string{"ops"} })
 	add("other", "x", `{"db":"other"}`, nil)
 	add("jobs", "y", "", nil)
-	check("ClaimEvents of later events", e.wantClaim(app, at, 10, ss[n:]...), n)
-	check("ListEvents after claims", e.listEvents(app, false), 0)
+	check("ClaimEventsExclusive of later events", e.wantExclusive(app, at, 10, ss[n:]...), n)
+	check("ListEvents after claims", e.listEvents(app, false), n)
 }
 
 // testEventsClaimOrder: a claim hands out due events only, lowest seq
@@ -946,21 +968,27 @@ func testEventsReopen(t *testing.T, e *env) {
 		}
 	}
 
-	// A write after the reopen replaces a head committed before it.
+	// A write after the reopen replaces a head committed before it. Its
+	// event waits for the document's earlier one.
 	w := e.over(app, "jobs", "j3", `{"n":33}`)
 	w.Event = &store.EventSpec{NextAt: t1}
 	s := e.commit(w)
+	e.wantClaim(app, t1, 10)
+	e.settle(app, ss[3], store.Settlement{Ack: true})
 	evs = e.wantClaim(app, t1, 10, s)
 	wantOld(t, "event of a write after reopen", evs[0].Old, &store.Write{DB: "jobs", ID: "j3", Rev: "1-j3", Body: []byte(`{"n":3}`)}, ss[3])
 
 	// Settlements still in flight at a reopen are kept or lost, but no
 	// event that was not acked is: it is delivered again.
-	e.settle(app, ss[3], store.Settlement{Ack: true})
 	e.settle(app, ss[4], store.Settlement{Attempts: 1, NextAt: t1.Add(time.Second), LastError: "late"})
 	e.reopen()
 	left := seqs(e.listEvents(app, false))
 	if !slices.Contains(left, ss[4]) || !slices.Contains(left, ss[1]) || !slices.Contains(left, s) {
 		t.Fatalf("live events after a reopen with settlements in flight = %v; want %d, %d and %d among them", left, ss[1], ss[4], s)
+	}
+	// ss[3]'s ack may be lost: then s waits behind it.
+	if slices.Contains(left, ss[3]) {
+		left = slices.DeleteFunc(left, func(x int64) bool { return x == s })
 	}
 	e.wantClaim(app, t1.Add(2*lease), 10, left...)
 }
@@ -1121,4 +1149,82 @@ func testEventsExclusiveClaims(t *testing.T, e *env) {
 	if n != 1 {
 		t.Fatalf("%d of 8 racing exclusive claims got events, want 1", n)
 	}
+}
+
+// testEventsOneEventPerDocument: a claim hands out only the earliest live
+// event of each document, whoever holds it, whatever state it is in; the
+// next one waits until it is acked or dead. Two claimers racing never get
+// two events of one document.
+func testEventsOneEventPerDocument(t *testing.T, e *env) {
+	app := e.app("alice", "jobs")
+	now := e.clk.Now()
+	_, a1 := e.emit(app, "a", `{"n":1}`, now)
+	_, b1 := e.emit(app, "b", `{"n":1}`, now)
+	_, a2 := e.emit(app, "a", `{"n":2}`, now)
+	_, c1 := e.emit(app, "c", `{"n":1}`, now)
+	_, a3 := e.emit(app, "a", `{"n":3}`, now)
+	e.wantClaim(app, now, 1, a1)
+	e.wantClaim(app, now, 10, b1, c1) // a2 waits behind a1, leased
+	half := now.Add(lease / 2)
+	e.settle(app, a1, store.Settlement{Attempts: 1, NextAt: half, LastError: "boom"})
+	e.waitRetry(app, a1, store.Settlement{Attempts: 1, NextAt: half, LastError: "boom"})
+	e.wantClaim(app, now, 10) // a1 backs off: a2 still waits
+	e.wantClaim(app, half, 10, a1)
+	e.settle(app, a1, store.Settlement{Ack: true})
+	e.waitGone(app, a1)
+	e.wantClaim(app, half, 10, a2)
+	e.settle(app, a2, store.Settlement{Dead: true, Attempts: 3, NextAt: now, LastError: "gave up"})
+	e.waitDead(app, a2)
+	e.wantClaim(app, half, 10, a3) // a dead event holds nothing back
+	// A lease that ran out gives the document's head to the next claimer.
+	e.wantClaim(app, half.Add(lease), 10, b1, c1, a3)
+
+	// Two claimers racing over many documents with several events each.
+	other := e.app("bob", "jobs")
+	for i := range 60 {
+		e.emit(other, fmt.Sprint("d", i%20), fmt.Sprintf(`{"n":%d}`, i), now)
+	}
+	var mu sync.Mutex
+	docs := map[string]int{}
+	parallel(t, 4, 4, func(int) error {
+		evs, err := e.st.ClaimEvents(e.ctx, other, now, 10, lease)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range evs {
+			docs[ev.Rev.ID]++
+		}
+		return err
+	})
+	for id, n := range docs {
+		if n > 1 {
+			t.Fatalf("racing claims handed out %d events of %s at once", n, id)
+		}
+	}
+	if len(docs) != 20 {
+		t.Fatalf("racing claims handed out events of %d documents, want all 20", len(docs))
+	}
+}
+
+// testEventsRenewedLeases: RenewEvents keeps an event leased past its
+// first lease, for as long as it is renewed; one not renewed is due again
+// when its lease ends. A settled event is not brought back by a renewal.
+func testEventsRenewedLeases(t *testing.T, e *env) {
+	app := e.app("alice", "jobs")
+	now := e.clk.Now()
+	ss := e.emitN(app, 3, now)
+	e.wantClaim(app, now, 10, ss...)
+	e.settle(app, ss[2], store.Settlement{Attempts: 1, NextAt: now, LastError: "boom"})
+	e.waitRetry(app, ss[2], store.Settlement{Attempts: 1, NextAt: now, LastError: "boom"})
+	at := now
+	for range 3 {
+		at = at.Add(lease / 2)
+		if err := e.st.RenewEvents(e.ctx, app, ss[:1], at.Add(lease)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// ss[0] is renewed until at+lease; ss[1] ran out long ago; ss[2] was
+	// settled before the renewals and stays claimable.
+	e.wantClaim(app, at, 10, ss[1], ss[2])
+	e.wantClaim(app, at.Add(lease-time.Second), 10)
+	e.wantClaim(app, at.Add(lease), 10, ss...)
 }

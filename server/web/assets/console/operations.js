@@ -60,7 +60,9 @@ export function operationsView(root, { app, ref }) {
       h("td", { class: "num" }, "#" + ev.seq),
       h("td", {}, h("a", { href: appLink(ref, "db", ev.db, "doc", ev.docId) }, `${ev.db} / ${ev.docId}`), ev.deleted ? " (delete)" : ""),
       h("td", { class: "num attempts" }, String(ev.attempts)),
-      h("td", {}, isDead ? timeCell(ev.nextAt) : h("span", { dataset: { in: ev.nextAt } }, "")),
+      h("td", {}, isDead ? timeCell(ev.nextAt)
+        : ev.running ? h("span", { class: "running" }, "running now")
+        : h("span", { dataset: { in: ev.nextAt } }, "")),
       h("td", { class: "error", title: ev.lastError || "" }, ev.lastError || h("span", { class: "muted" }, "—")),
       h("td", {}, isDead ? h("button", { class: "replay", onclick: (e) => replay(ev, e.currentTarget) }, "Replay") : null))))));
 
