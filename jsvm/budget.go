@@ -147,14 +147,17 @@ func (vm *VM) stop(g uint64, cause stopCause) {
 }
 
 // onDeadline is the reusable timer's function. A call that the runtime
-// froze (stall.go) has its deadline moved on by the time it was frozen.
+// froze (stall.go) has its deadline moved on by the time it was frozen,
+// as far as its grace goes: frozen longer than that, it still gets the
+// whole grace, not nothing.
 func (vm *VM) onDeadline() {
 	g := vm.active.Load()
 	now := stalls.at(mono())
-	if extra := now - vm.stallMark.Load(); extra > 0 && vm.grace.Load()+extra <= 0 {
-		vm.grace.Add(extra)
+	if extra, left := now-vm.stallMark.Load(), -vm.grace.Load(); extra > 0 && left > 0 {
+		use := min(extra, left)
+		vm.grace.Add(use)
 		vm.stallMark.Store(now)
-		vm.timer.Reset(time.Duration(extra))
+		vm.timer.Reset(time.Duration(use))
 		return
 	}
 	vm.stop(g, causeDeadline)

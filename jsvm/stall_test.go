@@ -31,9 +31,9 @@ func TestStallClockCountsLateTicks(t *testing.T) {
 // its deadline moved on by that while; here the freeze is recorded by the
 // call itself so that the test does not depend on making a real one.
 func TestDeadlineMovesPastStalls(t *testing.T) {
-	p := newTestPool(t, "access.js", `export function busy(ms) {
-  if (ms > 0) frozen(100)
-  const end = Date.now() + Math.abs(ms); while (Date.now() < end) {}
+	p := newTestPool(t, "access.js", `export function busy([work, freeze]) {
+  if (freeze > 0) frozen(freeze)
+  const end = Date.now() + work; while (Date.now() < end) {}
   return "done"
 }`, Options{Size: 1, Setup: func(vm *VM) error {
 		return vm.Set("frozen", func(ms int64) { stalls.total.Add(ms * int64(time.Millisecond)) })
@@ -41,11 +41,19 @@ func TestDeadlineMovesPastStalls(t *testing.T) {
 	// 130 ms of work against a 100 ms deadline, after a 100 ms stall: the
 	// deadline moves to 200 ms and it finishes (with room for a loaded
 	// machine).
-	if got, err := callJSONDeadline(p, "busy", "130", 100*time.Millisecond); err != nil || got != `"done"` {
+	if got, err := callJSONDeadline(p, "busy", "[130, 100]", 100*time.Millisecond); err != nil || got != `"done"` {
 		t.Fatalf("after a stall: %s %v", got, err)
 	}
+	// Frozen for longer than the grace: the deadline still moves, by the
+	// whole grace (the deadline again), and no further.
+	if got, err := callJSONDeadline(p, "busy", "[130, 1000]", 100*time.Millisecond); err != nil || got != `"done"` {
+		t.Fatalf("after a stall longer than the grace: %s %v", got, err)
+	}
+	if _, err := callJSONDeadline(p, "busy", "[300, 1000]", 100*time.Millisecond); err == nil {
+		t.Fatal("300 ms of work passed a 100 ms deadline moved by at most 100 ms")
+	}
 	// Without a stall the deadline holds.
-	if _, err := callJSONDeadline(p, "busy", "-130", 100*time.Millisecond); err == nil {
+	if _, err := callJSONDeadline(p, "busy", "[130, 0]", 100*time.Millisecond); err == nil {
 		t.Fatal("130 ms of work passed a 100 ms deadline without a stall")
 	}
 }
