@@ -166,10 +166,10 @@ func jobsTake(t *testing.T, config string, n int, work time.Duration) time.Durat
 	}, time.Hour)
 }
 
-// TestJobsRunAtOnce: jobs queued at once run at once, as the issue that
-// asked for parallel delivery put it: eleven 3-second jobs finish within
-// 1.3 times one job's time with the default settings, and 100 one-second
-// jobs with concurrency 32 within 4.5 s (four rounds of at most 32).
+// TestJobsRunAtOnce: jobs queued at once run at once: eleven 3-second
+// jobs finish within 1.3 times one job's time with the default settings,
+// and 100 one-second jobs with concurrency 32 within 4.5 s (four rounds
+// of at most 32).
 // Virtual time: the work is a timer, so only waiting for something else
 // (a batch, a slot, a poll) would add to it.
 func TestJobsRunAtOnce(t *testing.T) {
