@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/engine"
-	"github.com/handoff-run/handoff/internal/testenv"
+	"github.com/handoff-run/handoff/internal/sim"
 )
 
 // docRuns checks, run by run, that the events of one document never run
@@ -66,11 +66,11 @@ func TestDocumentOrderUnderParallelRuns(t *testing.T) {
 	runs := newDocRuns(t)
 	var rmu sync.Mutex
 	rnd := rand.New(rand.NewPCG(1, 2))
-	var env *testenv.Env
-	dir := testenv.WriteApp(t, map[string]string{"backend.js": fmt.Sprintf(`
+	var env *sim.Env
+	dir := sim.WriteApp(t, map[string]string{"backend.js": fmt.Sprintf(`
 export const config = { onChange: { concurrency: %d } };
 export async function onChange() {}`, concurrency)})
-	env = testenv.New(t, testenv.Options{Dir: dir, OnChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext, next testenv.NextFunc) error {
+	env = sim.New(t, sim.Options{Dir: dir, OnChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext, next sim.NextFunc) error {
 		runs.begin(ev)
 		defer runs.end(ev)
 		rmu.Lock()
@@ -100,12 +100,12 @@ export async function onChange() {}`, concurrency)})
 // every other document's events are delivered meanwhile.
 func TestHungRunHoldsBackOnlyItsDocument(t *testing.T) {
 	const limit = 2 * time.Minute
-	dir := testenv.WriteApp(t, map[string]string{"backend.js": `
+	dir := sim.WriteApp(t, map[string]string{"backend.js": `
 export const config = { onChange: { timeout: "2m", maxAttempts: 2 } };
 export async function onChange(event) {
   if (event.doc.hang) await new Promise((resolve) => setTimeout(resolve, 3600000));
 }`})
-	env := testenv.New(t, testenv.Options{Dir: dir})
+	env := sim.New(t, sim.Options{Dir: dir})
 	t0 := env.Now()
 	env.Put("jobs", "stuck", map[string]any{"hang": true})
 	env.Put("jobs", "stuck", map[string]any{"n": 1})
@@ -152,7 +152,7 @@ export async function onChange(event, ctx) {
 // jobsTake queues n jobs of work each at one instant and returns the
 // virtual time until all are done.
 func jobsTake(t *testing.T, config string, n int, work time.Duration) time.Duration {
-	env := testenv.New(t, testenv.Options{Dir: testenv.WriteApp(t, map[string]string{"backend.js": config + jobsApp})})
+	env := sim.New(t, sim.Options{Dir: sim.WriteApp(t, map[string]string{"backend.js": config + jobsApp})})
 	for i := range n {
 		env.Put("jobs", fmt.Sprint("job", i), map[string]any{"status": "pending", "delayMs": work.Milliseconds()})
 	}

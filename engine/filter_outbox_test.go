@@ -10,7 +10,7 @@ import (
 	"github.com/handoff-run/handoff/backend"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/internal/pgtest"
-	"github.com/handoff-run/handoff/internal/testenv"
+	"github.com/handoff-run/handoff/internal/sim"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/postgres"
 	"github.com/handoff-run/handoff/store/sqlite"
@@ -212,7 +212,7 @@ func TestRedeployChangesFilter(t *testing.T) {
 // never reaches onChange, while its handler's own writes, kept out by
 // dbs, start no runs either.
 func TestFilteredCommitsRunNoJavaScript(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Dir: testenv.WriteApp(t, map[string]string{"backend.js": `
+	env := sim.New(t, sim.Options{Dir: sim.WriteApp(t, map[string]string{"backend.js": `
 export const config = { onChange: { when: { status: "pending" }, dbs: ["jobs"] } };
 export async function onChange(event, ctx) {
   await ctx.db.put({ _id: event.docId, saw: event.doc.status }, { db: "seen" });

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/internal/testenv"
+	"github.com/handoff-run/handoff/internal/sim"
 )
 
 // badWriter's onChange tries to write values documents may not hold and
@@ -29,7 +29,7 @@ export async function onChange(event, ctx) {
 // TestHandlerWritesMeetTheDocumentRules: a backend handler's ctx.db.put
 // goes through the same door as an HTTP put.
 func TestHandlerWritesMeetTheDocumentRules(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Dir: testenv.WriteApp(t, map[string]string{"backend.js": badWriter})})
+	env := sim.New(t, sim.Options{Dir: sim.WriteApp(t, map[string]string{"backend.js": badWriter})})
 	env.Put("work", "w1", map[string]any{"step": "start"})
 	env.RunUntil(func() bool { return env.Get("work", "w1")["step"] == "done" }, time.Minute)
 	out, _ := env.Get("work", "w1")["out"].([]any)

@@ -4,7 +4,7 @@ package jobs_test
 // example's own access.js and backend.js served by the engine on a real
 // store, with every clock on one virtual clock. Eleven jobs are queued at
 // one instant, the scenario's job among ten others; then virtual time is
-// played timer by timer (testenv.RunUntil), so each assertion on a
+// played timer by timer (sim.RunUntil), so each assertion on a
 // virtual time is exact, whatever the machine's speed.
 
 import (
@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/engine"
-	"github.com/handoff-run/handoff/internal/testenv"
+	"github.com/handoff-run/handoff/internal/sim"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -35,20 +35,20 @@ const (
 
 // scnStart is off the 5 s grid, so no lease ends exactly on a tick and
 // "within one tick of the lease expiry" is a real window, not a tie.
-var scnStart = testenv.DefaultStart.Add(1234 * time.Millisecond)
+var scnStart = sim.DefaultStart.Add(1234 * time.Millisecond)
 
 type scn struct {
-	*testenv.Env
+	*sim.Env
 	t       *testing.T
 	t0      time.Time // when the jobs were queued
 	jobs    []string  // every job's id, in the order queued
 	special string
 }
 
-func newScn(t *testing.T, o testenv.Options) *scn {
+func newScn(t *testing.T, o sim.Options) *scn {
 	t.Helper()
 	o.Dir, o.App, o.Start = ".", "alice/jobs", scnStart
-	return &scn{Env: testenv.New(t, o), t: t}
+	return &scn{Env: sim.New(t, o), t: t}
 }
 
 func scnJob(input string, extra map[string]any) map[string]any {
@@ -105,7 +105,7 @@ func str(v any) string   { s, _ := v.(string); return s }
 func num(v any) int64    { f, _ := v.(float64); return int64(f) }
 func ms(v any) time.Time { return time.UnixMilli(num(v)).UTC() }
 
-func statuses(h []testenv.Revision) []string {
+func statuses(h []sim.Revision) []string {
 	out := make([]string, len(h))
 	for i, r := range h {
 		out[i] = str(r.Body["status"])
@@ -122,8 +122,8 @@ func onGrid(t time.Time) bool { return t.UnixMilli()%scnTick.Milliseconds() == 0
 func at(t time.Time, t0 time.Time) string { return fmt.Sprintf("t0+%v", t.Sub(t0)) }
 
 // claimsOf lists the revisions that claimed the job (pending → running).
-func claimsOf(h []testenv.Revision) []testenv.Revision {
-	var out []testenv.Revision
+func claimsOf(h []sim.Revision) []sim.Revision {
+	var out []sim.Revision
 	for i := 1; i < len(h); i++ {
 		if str(h[i-1].Body["status"]) == "pending" && str(h[i].Body["status"]) == "running" {
 			out = append(out, h[i])
@@ -168,7 +168,7 @@ func (s *scn) checkChainsEnd() {
 	if info := s.Schedule(); info.LoopStopped != 0 {
 		s.t.Errorf("the loop guard stopped %d writes of the job pattern", info.LoopStopped)
 	}
-	last := map[int64]testenv.Run{}
+	last := map[int64]sim.Run{}
 	for _, r := range s.Runs() {
 		if r.Handler == "onChange" {
 			last[r.Seq] = r
@@ -204,7 +204,7 @@ func (s *scn) checkChainsEnd() {
 // (a) A 3 s job runs pending → running → done exactly once, claimed the
 // instant it is queued and finished 3 s later.
 func TestScenarioSlowJobRunsOnce(t *testing.T) {
-	s := newScn(t, testenv.Options{})
+	s := newScn(t, sim.Options{})
 	s.queue11("slow", map[string]any{"delayMs": 3000})
 	took := s.RunUntil(s.allTerminal, time.Minute)
 	if took != 3*time.Second {
@@ -254,9 +254,9 @@ func TestScenarioSlowJobRunsOnce(t *testing.T) {
 // back after the backoff and its stale claim is refused; the sweep takes
 // the job back after its lease, and the second attempt finishes it.
 func TestScenarioThrowAfterClaim(t *testing.T) {
-	s := newScn(t, testenv.Options{})
+	s := newScn(t, sim.Options{})
 	s.queue11("flaky", map[string]any{"failAttempts": 1})
-	first := func() []testenv.Run { return s.OnChangeRuns(scnDB, "flaky") }
+	first := func() []sim.Run { return s.OnChangeRuns(scnDB, "flaky") }
 	// The first attempt throws at once.
 	if took := s.RunUntil(func() bool { r := first(); return len(r) > 0 && r[0].Ended() }, time.Minute); took != 0 {
 		t.Fatalf("the first run ended after %v, want at once", took)
@@ -294,7 +294,7 @@ func TestScenarioThrowAfterClaim(t *testing.T) {
 
 	// Redelivered once, at the retry time, with the original event.
 	runs := first()
-	var redelivered []testenv.Run
+	var redelivered []sim.Run
 	for _, r := range runs {
 		if r.Seq == pending.Seq {
 			redelivered = append(redelivered, r)
@@ -304,7 +304,7 @@ func TestScenarioThrowAfterClaim(t *testing.T) {
 		t.Fatalf("the pending event was delivered %d times, want 2: %v", len(redelivered), redelivered)
 	}
 	again := redelivered[1]
-	doc := testenv.Decode(t, again.Doc)
+	doc := sim.Decode(t, again.Doc)
 	if again.Attempt != 2 || !again.Start.Equal(retryAt) || string(again.Doc) != string(throw.Doc) ||
 		str(doc["_rev"]) != pending.Rev || str(doc["status"]) != "pending" || num(doc["attempts"]) != 0 || again.Err != nil {
 		t.Errorf("redelivery: %v with doc %s; want attempt 2 at %s with the pending doc at rev %s, acked",
@@ -357,7 +357,7 @@ func TestScenarioThrowAfterClaim(t *testing.T) {
 // (c) A worker that claims and never finishes: each lease is taken back
 // within one tick of its end, and after 3 attempts the job is failed.
 func TestScenarioWorkerNeverFinishes(t *testing.T) {
-	s := newScn(t, testenv.Options{})
+	s := newScn(t, sim.Options{})
 	s.queue11("stuck", map[string]any{"delayMs": int64(time.Hour / time.Millisecond)})
 	s.RunUntil(s.allTerminal, 15*time.Minute)
 
@@ -399,12 +399,12 @@ func TestScenarioWorkerNeverFinishes(t *testing.T) {
 	// back once, after the backoff, to a claim that was refused. Only then
 	// did the sweep's pending event run and claim again: one run at a time
 	// per document (DESIGN §4).
-	runsBySeq := map[int64][]testenv.Run{}
+	runsBySeq := map[int64][]sim.Run{}
 	for _, r := range s.OnChangeRuns(scnDB, "stuck") {
 		runsBySeq[r.Seq] = append(runsBySeq[r.Seq], r)
 	}
 	for i, claim := range claims {
-		pending := h[slices.IndexFunc(h, func(r testenv.Revision) bool { return r.Seq == claim.Seq })-1]
+		pending := h[slices.IndexFunc(h, func(r sim.Revision) bool { return r.Seq == claim.Seq })-1]
 		rs := runsBySeq[pending.Seq]
 		if len(rs) != 2 {
 			t.Errorf("claim %d: its pending event was delivered %d times, want 2: %v", i+1, len(rs), rs)
@@ -445,7 +445,7 @@ func TestScenarioRacingClaims(t *testing.T) {
 	var mu sync.Mutex
 	var inner []error
 	duplicated := 0
-	o := testenv.Options{OnChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext, next testenv.NextFunc) error {
+	o := sim.Options{OnChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext, next sim.NextFunc) error {
 		var doc map[string]any
 		_ = json.Unmarshal(ev.Doc, &doc) // not t: this runs on the engine's goroutine
 		if ev.DocID != "raced" || ev.Attempt != 1 || doc["status"] != "pending" {
@@ -533,7 +533,7 @@ func TestScenarioRacingClaims(t *testing.T) {
 // stops nothing. The 45 s job outlives its lease each time, so its late
 // finishes are fenced off by claimId.
 func TestScenarioEveryChainEnds(t *testing.T) {
-	s := newScn(t, testenv.Options{})
+	s := newScn(t, sim.Options{})
 	type want struct {
 		status   string
 		attempts int64
@@ -607,13 +607,13 @@ func TestScenarioEveryChainEnds(t *testing.T) {
 // The loop guard: an onChange that always writes back to the document
 // that fired it is stopped past depth 4.
 func TestScenarioLoopGuardStopsAChain(t *testing.T) {
-	dir := testenv.WriteApp(t, map[string]string{"backend.js": `
+	dir := sim.WriteApp(t, map[string]string{"backend.js": `
 export async function onChange(event, ctx) {
   if (event.deleted) return;
   await ctx.db.put({ ...event.doc, n: (event.doc.n || 0) + 1 }, { ifRev: event.doc._rev });
 }
 `})
-	env := testenv.New(t, testenv.Options{Dir: dir, Start: scnStart})
+	env := sim.New(t, sim.Options{Dir: dir, Start: scnStart})
 	t0 := env.Now()
 	env.Put("loop", "echo", map[string]any{"n": 0})
 	env.RunFor(time.Minute)
@@ -654,14 +654,14 @@ export async function onChange(event, ctx) {
 // its planned instant; a failing tick is logged with its error, shown by
 // Schedule, and the next tick comes on time.
 func TestScenarioTicksOnSchedule(t *testing.T) {
-	dir := testenv.WriteApp(t, map[string]string{"backend.js": `
+	dir := sim.WriteApp(t, map[string]string{"backend.js": `
 export const config = { scheduled: { interval: "5s" } };
 export async function scheduled(event, ctx) {
   ctx.log("info", "tick", { planned: event.scheduledTime, now: Date.now() });
   if (Math.floor(event.scheduledTime / 5000) % 4 === 0) throw new Error("tick " + event.scheduledTime + " failed on purpose");
 }
 `})
-	env := testenv.New(t, testenv.Options{Dir: dir, Start: scnStart})
+	env := sim.New(t, sim.Options{Dir: dir, Start: scnStart})
 	fails := func(p time.Time) bool { return (p.UnixMilli()/5000)%4 == 0 }
 	tick := nextTick(scnStart)
 	end := scnStart.Add(time.Minute)
@@ -697,13 +697,13 @@ export async function scheduled(event, ctx) {
 		t.Fatalf("%d tick error lines for %d failing ticks", len(errLines), failed)
 	}
 	for _, l := range errLines {
-		f := testenv.Decode(t, l.Fields)
+		f := sim.Decode(t, l.Fields)
 		if l.Level != "error" || !strings.Contains(l.Message, "failed on purpose") || !ms(f["scheduledTime"]).Equal(l.Time) || !fails(l.Time) {
 			t.Errorf("tick error line: %+v", l)
 		}
 	}
 	for _, l := range env.LogsContaining("tick") {
-		if f := testenv.Decode(t, l.Fields); l.Message == "tick" && f["planned"] != f["now"] {
+		if f := sim.Decode(t, l.Fields); l.Message == "tick" && f["planned"] != f["now"] {
 			t.Errorf("a tick ran at Date.now() %v, planned %v", f["now"], f["planned"])
 		}
 	}
@@ -712,13 +712,13 @@ export async function scheduled(event, ctx) {
 // A tick that overruns skips the ticks it missed: no overlap, no
 // pile-up, and the schedule resumes on its grid.
 func TestScenarioSlowTickDoesNotPileUp(t *testing.T) {
-	dir := testenv.WriteApp(t, map[string]string{"backend.js": `
+	dir := sim.WriteApp(t, map[string]string{"backend.js": `
 export const config = { scheduled: { interval: "5s" } };
 export async function scheduled(event, ctx) {
   if (Math.floor(event.scheduledTime / 5000) % 6 === 1) await new Promise((r) => setTimeout(r, 12000));
 }
 `})
-	env := testenv.New(t, testenv.Options{Dir: dir, Start: scnStart})
+	env := sim.New(t, sim.Options{Dir: dir, Start: scnStart})
 	env.RunFor(time.Minute)
 	ticks := env.Ticks()
 	slow := func(p time.Time) bool { return (p.UnixMilli()/5000)%6 == 1 }

@@ -1,4 +1,4 @@
-// Package testenv runs a whole handoff app on a virtual clock for
+// Package sim runs a whole handoff app on a virtual clock for
 // deterministic scenario tests: the engine on a real SQLite store in a
 // temporary directory, access.js and backend.js on the JavaScript VM, and
 // every clock (the engine's, Date.now(), setTimeout, run limits) reading
@@ -14,7 +14,7 @@
 // so tests that use an Env should not call t.Parallel: another test's
 // work would only delay this one's rest, but a busy neighbour could keep
 // it from ever coming.
-package testenv
+package sim
 
 import (
 	"context"
@@ -29,7 +29,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/handoff-run/handoff/access"
@@ -40,6 +39,18 @@ import (
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
+
+// TB is what an Env needs of its caller: a *testing.T in Go tests, and
+// the runner of an app's own *.test.js files, which turns Fatalf into the
+// failure of one JavaScript test rather than of a Go one.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
+}
 
 // DefaultStart is where the virtual clock starts unless Options.Start
 // says otherwise: a round time, so schedules tick on round seconds.
@@ -70,7 +81,7 @@ type Options struct {
 
 // Env is one running app on a virtual clock.
 type Env struct {
-	T      testing.TB
+	T      TB
 	Ctx    context.Context
 	Engine *engine.Engine
 	Clock  *clock.Virtual
@@ -87,7 +98,7 @@ type Env struct {
 
 // New builds the environment, deploys o.Dir and starts the engine. Its
 // cleanup stops the engine and closes the store.
-func New(t testing.TB, o Options) *Env {
+func New(t TB, o Options) *Env {
 	t.Helper()
 	if o.App == "" {
 		o.App = "alice/app"
@@ -103,17 +114,17 @@ func New(t testing.TB, o Options) *Env {
 	}
 	owner, _, ok := strings.Cut(o.App, "/")
 	if !ok {
-		t.Fatalf("testenv: App %q is not owner/name", o.App)
+		t.Fatalf("sim: App %q is not owner/name", o.App)
 	}
 	code, err := appdir.Read(o.Dir)
 	if err != nil {
-		t.Fatalf("testenv: reading the app folder: %v", err)
+		t.Fatalf("sim: reading the app folder: %v", err)
 	}
 
 	ctx := context.Background()
 	raw, err := sqlite.Open(t.TempDir())
 	if err != nil {
-		t.Fatalf("testenv: opening the store: %v", err)
+		t.Fatalf("sim: opening the store: %v", err)
 	}
 	st := &Store{Store: raw}
 	clk := clock.NewVirtual(o.Start)
@@ -138,33 +149,33 @@ func New(t testing.TB, o Options) *Env {
 	t.Cleanup(func() { raw.Close() })
 
 	if _, err := e.Bootstrap(ctx, ""); err != nil {
-		t.Fatalf("testenv: bootstrap: %v", err)
+		t.Fatalf("sim: bootstrap: %v", err)
 	}
 	if owner != engine.AdminUser {
 		if _, err := e.AddUser(ctx, env.Admin, owner); err != nil {
-			t.Fatalf("testenv: adding user %s: %v", owner, err)
+			t.Fatalf("sim: adding user %s: %v", owner, err)
 		}
 	}
 	// The harness's own app takes Flush's writes; it has no code.
-	if _, err := e.CreateApp(ctx, env.Admin, engine.AdminUser+"/testenv-flush", false); err != nil {
-		t.Fatalf("testenv: creating the flush app: %v", err)
+	if _, err := e.CreateApp(ctx, env.Admin, engine.AdminUser+"/sim-flush", false); err != nil {
+		t.Fatalf("sim: creating the flush app: %v", err)
 	}
-	fa, err := raw.App(ctx, engine.AdminUser, "testenv-flush")
+	fa, err := raw.App(ctx, engine.AdminUser, "sim-flush")
 	if err != nil {
 		t.Fatal(err)
 	}
 	st.flushApp = fa.ID
 	if _, err := e.CreateApp(ctx, env.Admin, o.App, false); err != nil {
-		t.Fatalf("testenv: creating app %s: %v", o.App, err)
+		t.Fatalf("sim: creating app %s: %v", o.App, err)
 	}
 	if err := e.SetAccessTimeout(ctx, env.Admin, o.App, o.AccessTimeout); err != nil {
-		t.Fatalf("testenv: setting the access timeout: %v", err)
+		t.Fatalf("sim: setting the access timeout: %v", err)
 	}
 	if _, err := e.Deploy(ctx, env.Admin, o.App, code.Access, code.Backend); err != nil {
-		t.Fatalf("testenv: deploying %s: %v", o.Dir, err)
+		t.Fatalf("sim: deploying %s: %v", o.Dir, err)
 	}
 	if err := e.Start(ctx); err != nil {
-		t.Fatalf("testenv: starting the engine: %v", err)
+		t.Fatalf("sim: starting the engine: %v", err)
 	}
 	t.Cleanup(e.Close)
 	env.Settle()
@@ -173,7 +184,7 @@ func New(t testing.TB, o Options) *Env {
 
 // WriteApp writes an app folder in a temporary directory: files maps
 // names (access.js, backend.js) to their source. It returns the folder.
-func WriteApp(t testing.TB, files map[string]string) string {
+func WriteApp(t TB, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for name, src := range files {
@@ -186,7 +197,7 @@ func WriteApp(t testing.TB, files map[string]string) string {
 
 // testLogger sends the server's own log (not the app's) at warn and above
 // to the test's log, and drops it once the test is over.
-func testLogger(t testing.TB) *slog.Logger {
+func testLogger(t TB) *slog.Logger {
 	w := &testWriter{t: t}
 	t.Cleanup(w.close)
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -194,7 +205,7 @@ func testLogger(t testing.TB) *slog.Logger {
 
 type testWriter struct {
 	mu   sync.Mutex
-	t    testing.TB
+	t    TB
 	done bool
 }
 
@@ -337,7 +348,7 @@ func (env *Env) waitStable(deadline time.Time) {
 		}
 		last, stable = fp, 0
 		if time.Now().After(deadline) {
-			env.T.Fatalf("testenv: the system did not come to rest within %v of real time at virtual %v (+%v): %+v",
+			env.T.Fatalf("sim: the system did not come to rest within %v of real time at virtual %v (+%v): %+v",
 				env.cap, env.Now().Format(time.RFC3339Nano), env.Elapsed(), fp)
 		}
 	}
@@ -373,7 +384,7 @@ func (env *Env) RunUntil(cond func() bool, max time.Duration) time.Duration {
 			return env.Now().Sub(start)
 		}
 		if !env.Now().Before(end) {
-			env.T.Fatalf("testenv: condition not met after %v of virtual time (now %s)", max, env.Now().Format(time.RFC3339Nano))
+			env.T.Fatalf("sim: condition not met after %v of virtual time (now %s)", max, env.Now().Format(time.RFC3339Nano))
 		}
 		env.step(end)
 	}
@@ -404,7 +415,7 @@ func (env *Env) marshal(v any) []byte {
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		env.T.Fatalf("testenv: encoding %v: %v", v, err)
+		env.T.Fatalf("sim: encoding %v: %v", v, err)
 	}
 	return b
 }
@@ -415,7 +426,7 @@ func (env *Env) Put(db, id string, doc any) engine.WriteResult {
 	env.T.Helper()
 	r, err := env.PutAs(env.Owner, db, id, doc, engine.PutOptions{})
 	if err != nil {
-		env.T.Fatalf("testenv: put %s/%s: %v", db, id, err)
+		env.T.Fatalf("sim: put %s/%s: %v", db, id, err)
 	}
 	return r
 }
@@ -433,17 +444,17 @@ func (env *Env) Get(db, id string) Doc {
 		if errs.Is(err, errs.NotFound) {
 			return nil
 		}
-		env.T.Fatalf("testenv: get %s/%s: %v", db, id, err)
+		env.T.Fatalf("sim: get %s/%s: %v", db, id, err)
 	}
 	return Decode(env.T, raw)
 }
 
 // Decode parses a JSON object.
-func Decode(t testing.TB, raw json.RawMessage) Doc {
+func Decode(t TB, raw json.RawMessage) Doc {
 	t.Helper()
 	var d Doc
 	if err := json.Unmarshal(raw, &d); err != nil {
-		t.Fatalf("testenv: decoding %s: %v", raw, err)
+		t.Fatalf("sim: decoding %s: %v", raw, err)
 	}
 	return d
 }
@@ -459,7 +470,7 @@ func (env *Env) History(db, id string) []Revision {
 	env.T.Helper()
 	es, err := env.Engine.History(env.Ctx, env.Owner, env.App, db, id)
 	if err != nil {
-		env.T.Fatalf("testenv: history of %s/%s: %v", db, id, err)
+		env.T.Fatalf("sim: history of %s/%s: %v", db, id, err)
 	}
 	out := make([]Revision, len(es))
 	for i, e := range es {
@@ -477,7 +488,7 @@ func (env *Env) Ledger(db string) []Revision {
 	for {
 		c, err := env.Engine.Changes(env.Ctx, env.Owner, env.App, db, since, engine.MaxLimit)
 		if err != nil {
-			env.T.Fatalf("testenv: changes of %s: %v", env.App, err)
+			env.T.Fatalf("sim: changes of %s: %v", env.App, err)
 		}
 		for _, e := range c.Changes {
 			out = append(out, Revision{Entry: e, Body: Decode(env.T, e.Doc)})
@@ -501,7 +512,7 @@ func (env *Env) Logs() []engine.LogLine {
 	for {
 		ls, err := env.Engine.Logs(env.Ctx, env.Admin, env.App, after, engine.MaxLimit)
 		if err != nil {
-			env.T.Fatalf("testenv: logs of %s: %v", env.App, err)
+			env.T.Fatalf("sim: logs of %s: %v", env.App, err)
 		}
 		out = append(out, ls...)
 		if len(ls) < engine.MaxLimit {
@@ -535,7 +546,7 @@ func (env *Env) Events(dead bool) []engine.EventInfo {
 	for {
 		evs, err := env.Engine.Events(env.Ctx, env.Admin, env.App, dead, after, engine.MaxLimit)
 		if err != nil {
-			env.T.Fatalf("testenv: events of %s: %v", env.App, err)
+			env.T.Fatalf("sim: events of %s: %v", env.App, err)
 		}
 		out = append(out, evs...)
 		if len(evs) < engine.MaxLimit {
@@ -550,7 +561,7 @@ func (env *Env) Schedule() engine.ScheduleInfo {
 	env.T.Helper()
 	info, err := env.Engine.Schedule(env.Ctx, env.Admin, env.App)
 	if err != nil {
-		env.T.Fatalf("testenv: schedule of %s: %v", env.App, err)
+		env.T.Fatalf("sim: schedule of %s: %v", env.App, err)
 	}
 	return info
 }

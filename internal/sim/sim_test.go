@@ -1,11 +1,11 @@
-package testenv_test
+package sim_test
 
 import (
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/internal/testenv"
+	"github.com/handoff-run/handoff/internal/sim"
 )
 
 // sleeper's onChange waits each of the doc's waits in turn, noting
@@ -25,7 +25,7 @@ export async function onChange(event, ctx) {
 `
 
 func TestTimersFireAtTheirOwnVirtualTime(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Dir: testenv.WriteApp(t, map[string]string{"backend.js": sleeper})})
+	env := sim.New(t, sim.Options{Dir: sim.WriteApp(t, map[string]string{"backend.js": sleeper})})
 	t0 := env.Now()
 	env.Put("work", "w1", map[string]any{"step": "start", "waits": []int{1000, 2500, 7000}})
 
@@ -59,8 +59,8 @@ export async function scheduled(event, ctx) {
 `
 
 func TestRunForStopsAtItsEndAndNeverJumpsATimer(t *testing.T) {
-	start := testenv.DefaultStart.Add(500 * time.Millisecond)
-	env := testenv.New(t, testenv.Options{Start: start, Dir: testenv.WriteApp(t, map[string]string{"backend.js": ticker})})
+	start := sim.DefaultStart.Add(500 * time.Millisecond)
+	env := sim.New(t, sim.Options{Start: start, Dir: sim.WriteApp(t, map[string]string{"backend.js": ticker})})
 	env.RunFor(10 * time.Second)
 	if !env.Now().Equal(start.Add(10 * time.Second)) {
 		t.Fatalf("RunFor(10s) ended at +%v", env.Elapsed())
@@ -70,7 +70,7 @@ func TestRunForStopsAtItsEndAndNeverJumpsATimer(t *testing.T) {
 		t.Fatalf("%d ticks in 10 s of a 2 s schedule, want 5: %v", len(ticks), ticks)
 	}
 	for i, r := range ticks {
-		want := testenv.DefaultStart.Add(time.Duration(2*(i+1)) * time.Second)
+		want := sim.DefaultStart.Add(time.Duration(2*(i+1)) * time.Second)
 		if !r.Planned.Equal(want) || !r.Start.Equal(want) || !r.End.Equal(want) || r.Err != nil {
 			t.Errorf("tick %d: %v, want planned and run at %s", i, r, want.Format(time.TimeOnly))
 		}
@@ -80,7 +80,7 @@ func TestRunForStopsAtItsEndAndNeverJumpsATimer(t *testing.T) {
 		t.Fatalf("%d tick log lines, want 5", len(lines))
 	}
 	for _, l := range lines {
-		f := testenv.Decode(t, l.Fields)
+		f := sim.Decode(t, l.Fields)
 		if f["planned"] != f["now"] || !l.Time.Equal(time.UnixMilli(int64(f["now"].(float64))).UTC()) {
 			t.Errorf("tick line %s %s: Date.now() is not the planned time", l.Time, l.Fields)
 		}
@@ -100,7 +100,7 @@ export async function onChange(event, ctx) {
 `
 
 func TestSettleWaitsForABurstAtOneInstant(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Dir: testenv.WriteApp(t, map[string]string{"backend.js": chain})})
+	env := sim.New(t, sim.Options{Dir: sim.WriteApp(t, map[string]string{"backend.js": chain})})
 	t0 := env.Now()
 	const n = 20
 	for i := range n {
@@ -136,7 +136,7 @@ export async function onChange(event, ctx) {
 `
 
 func TestSettleSeesAHandlerComputing(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Dir: testenv.WriteApp(t, map[string]string{"backend.js": cruncher})})
+	env := sim.New(t, sim.Options{Dir: sim.WriteApp(t, map[string]string{"backend.js": cruncher})})
 	t0 := env.Now()
 	env.Put("in", "c1", map[string]any{"loops": 100000})
 	env.RunFor(3 * time.Second)

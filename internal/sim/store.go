@@ -1,4 +1,4 @@
-package testenv
+package sim
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func (s *Store) Flush(ctx context.Context, now time.Time) error {
 	_, err := s.Store.Commit(ctx, &store.Write{AppID: s.flushApp, DB: "flush", ID: "flush", BaseRev: base,
 		Rev: fmt.Sprintf("%d-flush", s.flushN+1), Body: []byte(`{}`), Writer: store.Writer{User: "admin"}, Path: "cli", Time: now})
 	if err != nil {
-		return fmt.Errorf("testenv: flushing the store's write queue: %w", err)
+		return fmt.Errorf("sim: flushing the store's write queue: %w", err)
 	}
 	s.flushN++
 	return nil
