@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -60,6 +61,11 @@ type Options struct {
 	// while the module loads, and deploy-time warnings. Default
 	// slog.Default().
 	Logger *slog.Logger
+
+	// Transport, when set, carries every handler's outbound fetch instead
+	// of the network, after config.fetch.allow has passed the URL: app
+	// tests answer with a stub so nothing leaves the machine.
+	Transport http.RoundTripper
 
 	// Gate shares the cores among the apps' handlers: a handler may
 	// compute for as long as its run limit, so without it one app's busy

@@ -124,6 +124,7 @@ func (rt *runtime) hostFetch(fc goja.FunctionCall) goja.Value {
 		res, err := doFetch(ctx, fetchSpec{
 			method: method, url: u, headers: headers, body: body, redirect: redirect,
 			allow: cfg.Allow, timeout: cfg.Timeout, maxBytes: cfg.MaxBytes, file: rt.b.file,
+			transport: rt.b.c.o.Transport,
 		})
 		if err != nil {
 			return nil, err
@@ -182,6 +183,8 @@ type fetchSpec struct {
 	timeout  time.Duration
 	maxBytes int64
 	file     string
+	// transport replaces the network (Options.Transport); nil: outbound.
+	transport http.RoundTripper
 }
 
 // doFetch makes the request and reads the whole response, within the
@@ -203,7 +206,11 @@ func doFetch(ctx context.Context, s fetchSpec) (*fetchResult, error) {
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "handoff")
 	}
-	client := &http.Client{Transport: outbound, CheckRedirect: func(r *http.Request, via []*http.Request) error {
+	var transport http.RoundTripper = outbound
+	if s.transport != nil {
+		transport = s.transport
+	}
+	client := &http.Client{Transport: transport, CheckRedirect: func(r *http.Request, via []*http.Request) error {
 		switch s.redirect {
 		case "error":
 			return fetchErrorf("redirect", "%s redirected to %s, and redirect is \"error\"", via[len(via)-1].URL, r.URL)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"path/filepath"
 	"slices"
 	"unicode/utf8"
@@ -79,7 +80,10 @@ func Unsupported() map[string]bool { return maps.Clone(loweredFeatures) }
 // the user's file, line and column.
 func Compile(filename, source string) (*Program, error) {
 	res := api.Transform(source, api.TransformOptions{
-		Sourcefile:     filename,
+		// goja resolves the map's sources against filename's folder, so
+		// the map names the file by its base name: a test at
+		// test/jobs.test.js must not become test/test/jobs.test.js.
+		Sourcefile:     path.Base(filename),
 		Loader:         api.LoaderJS,
 		Format:         api.FormatCommonJS,
 		Target:         api.ESNext,

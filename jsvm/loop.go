@@ -64,6 +64,25 @@ func (vm *VM) Hold() (resume func(func(vm *VM) error)) {
 	}
 }
 
+// Post runs fn on the VM's goroutine while its current call waits, from
+// any goroutine and without a Hold made beforehand: for host work that
+// starts elsewhere and needs the runtime, such as a stub that a test
+// installed being called by another app's handler. It reports false, and
+// drops fn, when no call is running.
+func (vm *VM) Post(fn func(vm *VM) error) bool {
+	vm.mu.Lock()
+	g := vm.gen
+	if g == 0 || vm.active.Load() != g {
+		vm.mu.Unlock()
+		return false
+	}
+	vm.pending++
+	vm.queue = append(vm.queue, fn)
+	vm.mu.Unlock()
+	vm.signal()
+	return true
+}
+
 // Settler is a result that Async converts on the VM's goroutine: the
 // escape hatch for results that need runtime calls to build.
 type Settler func(vm *VM) (goja.Value, error)

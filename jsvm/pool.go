@@ -86,6 +86,10 @@ type Call struct {
 	// Group is who the call runs for (the app), for the fair sharing of
 	// the gate's slots among groups.
 	Group string
+	// Func, when set, picks the function to call on the borrowed runtime
+	// instead of Export: one the module registered rather than exported,
+	// such as a test. Export then only names the call in errors.
+	Func func(vm *VM) (goja.Callable, error)
 }
 
 // Do runs c on a free runtime, waiting for one if all are busy; only ctx
@@ -100,7 +104,13 @@ func (p *Pool) Do(ctx context.Context, c Call) error {
 		d = p.opts.Deadline
 	}
 	return p.with(ctx, c.Export, c.Group, d, func(vm *VM) error {
-		fn, err := vm.function(c.Export)
+		var fn goja.Callable
+		var err error
+		if c.Func != nil {
+			fn, err = c.Func(vm)
+		} else {
+			fn, err = vm.function(c.Export)
+		}
 		if err != nil {
 			return err
 		}

@@ -11,7 +11,8 @@ import (
 // read of the head and the commit, and nothing else moves while it runs.
 type accessRuntime struct {
 	engine.Runtime
-	st *Store
+	st   *Store
+	seen func(engine.AccessInput, error)
 }
 
 func (r accessRuntime) CompileAccess(filename, source string) (engine.AccessFunc, error) {
@@ -19,15 +20,20 @@ func (r accessRuntime) CompileAccess(filename, source string) (engine.AccessFunc
 	if err != nil {
 		return nil, err
 	}
-	return accessFunc{AccessFunc: f, st: r.st}, nil
+	return accessFunc{AccessFunc: f, st: r.st, seen: r.seen}, nil
 }
 
 type accessFunc struct {
 	engine.AccessFunc
-	st *Store
+	st   *Store
+	seen func(engine.AccessInput, error)
 }
 
 func (f accessFunc) Check(ctx context.Context, in engine.AccessInput) (engine.AccessDecision, error) {
 	defer f.st.enter()()
-	return f.AccessFunc.Check(ctx, in)
+	d, err := f.AccessFunc.Check(ctx, in)
+	if f.seen != nil {
+		f.seen(in, err)
+	}
+	return d, err
 }
