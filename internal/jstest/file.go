@@ -128,10 +128,10 @@ func (f *fileRun) run(ctx context.Context, i int, name string) Result {
 			AccessTimeout: time.Second,
 			// Whether strangers may reach the app is a setting of the
 			// server; what they may do there is access.js's, under test.
-			Public: true,
-			Transport:     stubTransport{f: f},
-			OnAccess:      tr.sawAccess,
-			Ctx:           tctx,
+			Public:    true,
+			Transport: stubTransport{f: f},
+			OnAccess:  tr.sawAccess,
+			Ctx:       tctx,
 		}), nil
 	})
 	if err != nil {
@@ -223,4 +223,3 @@ func appFrames(stack string) string {
 	}
 	return b.String()
 }
-
