@@ -24,6 +24,10 @@ const (
 	appName = "app"
 )
 
+// settlePoll is how often the harness looks for rest: more often than Go
+// tests under -race need, since each step of virtual time waits for rest.
+const settlePoll = 250 * time.Microsecond
+
 // fileRun is one test file: its module loaded on one runtime, and the
 // test that runtime is running now.
 type fileRun struct {
@@ -128,10 +132,11 @@ func (f *fileRun) run(ctx context.Context, i int, name string) Result {
 			AccessTimeout: time.Second,
 			// Whether strangers may reach the app is a setting of the
 			// server; what they may do there is access.js's, under test.
-			Public:    true,
-			Transport: stubTransport{f: f},
-			OnAccess:  tr.sawAccess,
-			Ctx:       tctx,
+			Public:     true,
+			Transport:  stubTransport{f: f},
+			OnAccess:   tr.sawAccess,
+			Ctx:        tctx,
+			SettlePoll: settlePoll,
 		}), nil
 	})
 	if err != nil {

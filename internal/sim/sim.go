@@ -88,6 +88,11 @@ type Options struct {
 	// Ctx, when set, bounds the environment's calls and its play of
 	// virtual time: once it ends, RunFor and RunUntil fail.
 	Ctx context.Context
+	// SettlePoll is the real time between two looks for rest; five
+	// unchanged looks in a row are rest. Default DefaultSettlePoll, which
+	// suits -race on a loaded machine; a run without -race can look more
+	// often and play long scenarios faster.
+	SettlePoll time.Duration
 	// SettleCap is how long (real time) Settle may wait for the system to
 	// come to rest before failing the test; default 10 s.
 	SettleCap time.Duration
@@ -109,6 +114,7 @@ type Env struct {
 	rec      *recorder
 	cap      time.Duration
 	syscalls uint64 // goroutines in a system call for good (inSyscalls)
+	poll     time.Duration
 }
 
 // New builds the environment, deploys o.Dir and starts the engine. Its
@@ -123,6 +129,9 @@ func New(t TB, o Options) *Env {
 	}
 	if o.AccessTimeout == 0 {
 		o.AccessTimeout = 10 * time.Second
+	}
+	if o.SettlePoll == 0 {
+		o.SettlePoll = DefaultSettlePoll
 	}
 	if o.SettleCap == 0 {
 		o.SettleCap = 10 * time.Second
@@ -163,7 +172,7 @@ func New(t TB, o Options) *Env {
 	})
 	env := &Env{T: t, Ctx: ctx, Engine: e, Clock: clk, Store: st, App: o.App, Start: o.Start,
 		Admin: engine.Actor{User: engine.AdminUser, Admin: true, Path: "cli"},
-		Owner: engine.Actor{User: owner, Path: "cli"}, rec: rec, cap: o.SettleCap, syscalls: syscalls}
+		Owner: engine.Actor{User: owner, Path: "cli"}, rec: rec, cap: o.SettleCap, syscalls: syscalls, poll: o.SettlePoll}
 	// Cleanups run last-in first-out: the engine stops before the store
 	// closes.
 	t.Cleanup(func() { raw.Close() })
@@ -274,8 +283,9 @@ func (env *Env) Elapsed() time.Duration { return env.Clock.Now().Sub(env.Start) 
 // anything moves.
 
 const (
-	settlePoll   = 2 * time.Millisecond
-	settleStable = 5 // consecutive unchanged checks: a window of ~10 ms
+	// DefaultSettlePoll is Options.SettlePoll's default.
+	DefaultSettlePoll = 2 * time.Millisecond
+	settleStable      = 5 // consecutive unchanged checks: a window of ~10 ms
 )
 
 type fingerprint struct {
@@ -330,7 +340,10 @@ func alone(base uint64) bool {
 		if schedSamples[0].Value.Uint64() <= 1 && schedSamples[1].Value.Uint64() == 0 && schedSamples[2].Value.Uint64() <= base {
 			return true
 		}
-		time.Sleep(50 * time.Microsecond)
+		// A sleep this short would last the timer's granularity (about
+		// a millisecond); yielding lets the others run and is back in
+		// microseconds.
+		runtime.Gosched()
 	}
 	return false
 }
@@ -380,7 +393,7 @@ func (env *Env) waitStable(deadline time.Time) {
 	last := env.fingerprint()
 	stable := 0
 	for stable < settleStable {
-		time.Sleep(settlePoll)
+		pause(env.poll)
 		fp := env.fingerprint()
 		if fp == last && fp.inflight == 0 && alone(env.syscalls) {
 			stable++
@@ -391,6 +404,18 @@ func (env *Env) waitStable(deadline time.Time) {
 			env.T.Fatalf("sim: the system did not come to rest within %v of real time at virtual %v (+%v): %+v",
 				env.cap, env.Now().Format(time.RFC3339Nano), env.Elapsed(), fp)
 		}
+	}
+}
+
+// pause waits d. Sleeps shorter than the timer's granularity (about a
+// millisecond) would last that long, so those yield until d has passed.
+func pause(d time.Duration) {
+	if d >= time.Millisecond {
+		time.Sleep(d)
+		return
+	}
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		runtime.Gosched()
 	}
 }
 
