@@ -288,7 +288,7 @@ func (f *fileRun) get(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 		}
 		doc, err := tr.env.Engine.Get(ctx, actor, tr.env.App, db, id)
 		if errs.Is(err, errs.NotFound) {
-			return nil, nil
+			return json.RawMessage("null"), nil
 		}
 		return doc, err
 	})

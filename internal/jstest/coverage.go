@@ -162,7 +162,7 @@ func (c *Coverage) Finish(history map[Transition]int) {
 	for t := range c.refused {
 		all[t] = true
 	}
-	c.Edges = c.Edges[:0]
+	c.Edges = []Edge{}
 	for t := range all {
 		c.Edges = append(c.Edges, Edge{Transition: t, Committed: c.committed[t], Refused: c.refused[t]})
 	}

@@ -217,14 +217,18 @@ func describe(res *Result, err error, timeout time.Duration) {
 // the user.
 var preludeFrame = regexp.MustCompile(`^\s*at .*` + regexp.QuoteMeta(preludeName))
 
-// appFrames drops the test API's frames from a stack.
+// programCounter is the bytecode offset goja appends to a frame.
+var programCounter = regexp.MustCompile(`(:\d+:\d+)\(\d+\)`)
+
+// appFrames drops the test API's frames from a stack, and the bytecode
+// offsets that say nothing to the user.
 func appFrames(stack string) string {
 	var b strings.Builder
 	for _, line := range strings.Split(stack, "\n") {
 		if line == "" || preludeFrame.MatchString(line) {
 			continue
 		}
-		b.WriteString(line + "\n")
+		b.WriteString(programCounter.ReplaceAllString(strings.TrimSpace(line), "$1") + "\n")
 	}
 	return b.String()
 }

@@ -27,10 +27,11 @@ func WriteResult(w io.Writer, r Result) {
 	if r.At != "" {
 		fmt.Fprintf(w, "      at %s\n", r.At)
 	}
-	if r.Stack != "" {
-		for _, line := range strings.Split(r.Stack, "\n") {
-			fmt.Fprintf(w, "      %s\n", strings.TrimSpace(line))
+	for i, line := range strings.Split(r.Stack, "\n") {
+		if line == "" || i == 0 && r.At != "" && strings.Contains(line, r.At) {
+			continue // the line above already says it
 		}
+		fmt.Fprintf(w, "      %s\n", line)
 	}
 	for _, line := range r.Console {
 		fmt.Fprintf(w, "      console: %s\n", line)

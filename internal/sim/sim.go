@@ -150,7 +150,7 @@ func New(t TB, o Options) *Env {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	raw, err := sqlite.Open(t.TempDir())
+	raw, err := sqlite.OpenUnsynced(t.TempDir())
 	if err != nil {
 		t.Fatalf("sim: opening the store: %v", err)
 	}
@@ -340,10 +340,9 @@ func alone(base uint64) bool {
 		if schedSamples[0].Value.Uint64() <= 1 && schedSamples[1].Value.Uint64() == 0 && schedSamples[2].Value.Uint64() <= base {
 			return true
 		}
-		// A sleep this short would last the timer's granularity (about
-		// a millisecond); yielding lets the others run and is back in
-		// microseconds.
-		runtime.Gosched()
+		// Not runtime.Gosched: a yield wakes an idle processor to look
+		// for work, and that processor counts as running.
+		time.Sleep(50 * time.Microsecond)
 	}
 	return false
 }
@@ -407,15 +406,16 @@ func (env *Env) waitStable(deadline time.Time) {
 	}
 }
 
-// pause waits d. Sleeps shorter than the timer's granularity (about a
-// millisecond) would last that long, so those yield until d has passed.
+// pause waits d. A sleep shorter than the timer's granularity (about a
+// millisecond) would last that long, so a shorter pause spins on the
+// clock instead; it does not yield, since a yield wakes an idle processor
+// that then counts as running (see alone).
 func pause(d time.Duration) {
 	if d >= time.Millisecond {
 		time.Sleep(d)
 		return
 	}
-	for end := time.Now().Add(d); time.Now().Before(end); {
-		runtime.Gosched()
+	for start := time.Now(); time.Since(start) < d; {
 	}
 }
 
