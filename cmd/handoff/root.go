@@ -94,7 +94,7 @@ Exit codes: 0 ok, 1 other error, 2 usage, 3 conflict,
 	c.root = root
 
 	root.AddCommand(c.serveCmd(), c.userCmd(), c.whoamiCmd(), c.appCmd(), c.dbCmd(), c.deployCmd(),
-		c.logsCmd(), c.eventsCmd(), c.benchCmd(), c.migrateCmd(), c.testCmd())
+		c.logsCmd(), c.eventsCmd(), c.benchCmd(), c.migrateCmd(), c.testCmd(), c.initCmd())
 	root.AddCommand(c.identityCmds()...)
 	return root
 }
