@@ -26,12 +26,7 @@ func (c *cli) initCmd() *cobra.Command {
 transition table), backend.js (an onChange handler), test/requests.test.js
 (run it with 'handoff test DIR') and public/index.html (the app's page).
 Existing files are never overwritten: init refuses and names them.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usageError{fmt.Sprintf("%s takes at most one folder, got %d: %q", cmd.CommandPath(), len(args), args)}
-			}
-			return nil
-		},
+		Args: optionalFolder,
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			dir := "."
 			if len(args) == 1 {
@@ -85,4 +80,12 @@ func writeStarter(dir string) ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// optionalFolder takes at most one argument, a folder.
+func optionalFolder(cmd *cobra.Command, args []string) error {
+	if len(args) > 1 {
+		return usageError{fmt.Sprintf("%s takes at most one folder, got %d: %q", cmd.CommandPath(), len(args), args)}
+	}
+	return nil
 }

@@ -34,12 +34,7 @@ Prints a line per test, "N passed, N failed", and the transitions of
 --against OWNER/NAME it also lists the transitions that app's history on
 the server took and no test committed: the untested edges.
 Exit code 1 when a test fails. See docs/testing.md for the test API.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usageError{fmt.Sprintf("%s takes at most one folder, got %d: %q", cmd.CommandPath(), len(args), args)}
-			}
-			return nil
-		},
+		Args: optionalFolder,
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			dir := "."
 			if len(args) == 1 {
