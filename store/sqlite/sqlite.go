@@ -46,16 +46,16 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the store in the data directory dir.
-func Open(dir string) (*Store, error) { return open(dir, "FULL") }
+func Open(dir string) (*Store, error) { return openSync(dir, "FULL") }
 
 // OpenUnsynced opens the store without waiting for the disk at each
 // commit (synchronous=OFF): a crash of the machine may lose the last
 // commits. It is for stores that live only as long as a test of an app
 // on the virtual clock, where waiting for the disk would be most of the
 // run.
-func OpenUnsynced(dir string) (*Store, error) { return open(dir, "OFF") }
+func OpenUnsynced(dir string) (*Store, error) { return openSync(dir, "OFF") }
 
-func open(dir, synchronous string) (*Store, error) {
+func openSync(dir, synchronous string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory %s: %w", dir, err)
 	}
