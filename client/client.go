@@ -104,9 +104,6 @@ func NormalizeURL(u string) string {
 	return strings.TrimRight(u, "/")
 }
 
-// BaseURL is the server address the client talks to.
-func (c *Client) BaseURL() string { return c.base }
-
 // SetPath changes the X-Handoff-Path label of later requests.
 func (c *Client) SetPath(p string) { c.path = p }
 

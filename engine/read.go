@@ -313,15 +313,3 @@ func writeJSONString(b *bytes.Buffer, s string) {
 	b.WriteString(s)
 	b.WriteByte('"')
 }
-
-// ParseSeq parses a sequence from a query string or Last-Event-ID.
-func ParseSeq(s string) (int64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0, errs.New(errs.Invalid, "sequence %q is not a non-negative integer", s)
-	}
-	return n, nil
-}
