@@ -173,7 +173,7 @@ func userValue(vm *jsvm.VM, u *engine.AccessUser) goja.Value {
 	return o
 }
 
-// refusal maps a failed call to the codes of DESIGN §3: the function's own
+// refusal maps a failed call to the codes of docs/architecture.md, "access.js": the function's own
 // `throw {forbidden}` or thrown string is forbidden with that reason;
 // anything else is access_error.
 func refusal(db string, deadline time.Duration, err error) error {

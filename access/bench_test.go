@@ -15,7 +15,7 @@ import (
 	"github.com/handoff-run/handoff/engine"
 )
 
-// The cost access.js adds to a put (DESIGN §3, issue 3): the same engine
+// The cost access.js adds to a put (docs/architecture.md, "access.js", issue 3): the same engine
 // put on a durable SQLite store (every put fsynced before it returns),
 // into an app whose database is gated by examples/jobs/access.js and into
 // one without code. Targets: at most 20 µs added per write at p50, and at

@@ -43,7 +43,7 @@ func race(n int, write func(i int) error) []error {
 	return out
 }
 
-// DESIGN §3: the access function decides against the head the commit
+// docs/architecture.md, "access.js": the access function decides against the head the commit
 // replaces, so 50 identical claims of one pending job commit exactly one.
 func TestFiftyClaimsCommitOne(t *testing.T) {
 	en := newEnv(t)

@@ -13,7 +13,7 @@ import (
 	"github.com/handoff-run/handoff/store"
 )
 
-// decision converts what the function returned (DESIGN §3):
+// decision converts what the function returned (docs/architecture.md, "access.js"):
 // {channels, grant: {public, users, roles}, members}. Lists may also be a
 // single string. undefined or null means "allowed, no channels". It reads
 // the JS object directly: a round trip through JSON cost a quarter of an

@@ -261,9 +261,9 @@ func TestPublicAppReads(t *testing.T) {
 	en.checkReads(app, all, []reader{{anon, nil}, {bob, []string{"d-closed"}}})
 }
 
-// DESIGN §3: "a user may read a doc when one of its channels is granted
-// to them (directly, through a role, ...)"; only `public` is limited to
-// app members. A direct grant, or a role given by a document's members,
+// A user may read a document when one of its channels is granted to
+// them, directly or through a role (docs/apps.md); only `public` is
+// limited to app members. A direct grant, or a role given by a document's members,
 // must reach a user who is not a member of a private app.
 func TestGrantsReachNonMembers(t *testing.T) {
 	en := newEnv(t)

@@ -12,7 +12,7 @@ import (
 	"github.com/handoff-run/handoff/errs"
 )
 
-// DESIGN §3: a named export gates its database, `export default` gates
+// docs/architecture.md, "access.js": a named export gates its database, `export default` gates
 // every other one, and without either the default rule applies.
 func TestExportsChooseTheGate(t *testing.T) {
 	en := newEnv(t)
@@ -347,7 +347,7 @@ func TestCtxChecks(t *testing.T) {
 	wantCode(t, err, errs.AccessError, "requireUser(42)", "TypeError", "takes a user name or an array of them")
 }
 
-// DESIGN §3: no client can pass requireBackend, whatever it sends.
+// docs/architecture.md, "access.js": no client can pass requireBackend, whatever it sends.
 func TestRequireBackendCannotBeForged(t *testing.T) {
 	en := newEnv(t)
 	const app = "alice/forge"

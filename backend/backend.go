@@ -1,5 +1,5 @@
 // Package backend runs backend.js, the app's server-side handlers, on the
-// JavaScript VM (DESIGN §4). It implements engine.BackendCompiler: the
+// JavaScript VM (docs/architecture.md, "backend.js and delivery"). It implements engine.BackendCompiler: the
 // engine decides when an event is delivered or a tick is due and what a
 // handler's writes may do (engine.HandlerContext); this package only turns
 // that into a call of the user's onChange, scheduled or fetch, with the

@@ -13,7 +13,7 @@ import (
 	"github.com/handoff-run/handoff/jsvm"
 )
 
-// newCtx makes the handler's ctx (DESIGN §4): db, log, app and secrets.
+// newCtx makes the handler's ctx (docs/architecture.md, "backend.js and delivery"): db, log, app and secrets.
 // Every ctx.db method returns a promise and runs the engine call on its
 // own goroutine (jsvm.VM.Async), so a handler can run several at once
 // with Promise.all; bad arguments reject rather than throw, so callers

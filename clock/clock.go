@@ -1,4 +1,4 @@
-// Package clock is the one source of time in handoff (DESIGN §8). Leases,
+// Package clock is the one source of time in handoff (docs/architecture.md, "Time"). Leases,
 // sweeps, backoffs and run limits all read it, so tests can swap in a
 // virtual clock and play minutes of protocol time in milliseconds.
 package clock

@@ -82,7 +82,7 @@ const (
 	DefaultFetchMaxBytes = 1 << 20
 )
 
-// ChangeEvent is onChange's event (DESIGN §4). Doc and OldDoc are JSON
+// ChangeEvent is onChange's event (docs/architecture.md, "backend.js and delivery"). Doc and OldDoc are JSON
 // with _id and _rev as committed; OldDoc is nil when the document was
 // absent or deleted; for a delete Doc is the tombstone (_deleted: true).
 type ChangeEvent struct {

@@ -11,7 +11,7 @@ import (
 	"github.com/handoff-run/handoff/store"
 )
 
-// Delivery of onChange (DESIGN §4, "Delivery of onChange"): events are
+// Delivery of onChange (docs/architecture.md, "backend.js and delivery"): events are
 // claimed in commit order, up to batchSize at a time, and each runs in a
 // slot of its own, up to config.onChange.concurrency at once per app on
 // this node. The store hands out only the earliest live event of each
@@ -235,7 +235,7 @@ var errInterrupted = errors.New("the server stopped while this run was in flight
 	"if every attempt ends so, this onChange may be what brings the server down")
 
 // interrupted settles the claimed events whose last run never ended, and
-// returns the others. That run counts as a failed attempt (DESIGN §4):
+// returns the others. That run counts as a failed attempt (docs/architecture.md, "backend.js and delivery"):
 // an event whose handler brings the server down is not run again at once
 // after each restart, but backs off like any failure and is parked as
 // dead after maxAttempts, while the server goes on with other work.

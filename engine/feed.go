@@ -12,7 +12,7 @@ import (
 	"github.com/handoff-run/handoff/store"
 )
 
-// The live feed (DESIGN §9). The store tells the hub of each commit (an
+// The live feed (docs/architecture.md, "The live feed"). The store tells the hub of each commit (an
 // app and its new seq) from its writer, without blocking it; the first
 // subscriber to need the new revisions reads them once into a ring that
 // every subscriber of the app shares. A subscriber that fell behind the

@@ -16,7 +16,7 @@ import (
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
-// Tests of the live feed (DESIGN §9): Follow/Feed.Next and
+// Tests of the live feed (docs/architecture.md, "The live feed"): Follow/Feed.Next and
 // FollowQuery/QueryFeed.Next on a real SQLite store.
 
 var (

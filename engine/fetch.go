@@ -9,7 +9,7 @@ import (
 	"github.com/handoff-run/handoff/errs"
 )
 
-// The fetch lane (DESIGN §4): each app serves /api/* on its site
+// The fetch lane (docs/architecture.md, "backend.js and delivery"): each app serves /api/* on its site
 // with backend.js's fetch(request, ctx), for webhooks and small HTTP
 // endpoints. The handler is the "fetch" backend actor: its writes pass
 // ctx.requireBackend("fetch") in access.js, which no client can forge,

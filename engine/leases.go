@@ -7,7 +7,7 @@ import (
 	"github.com/handoff-run/handoff/store"
 )
 
-// Leases of claimed events (DESIGN §4): a claim holds each event for
+// Leases of claimed events (docs/architecture.md, "backend.js and delivery"): a claim holds each event for
 // eventLease, and while this node holds any event of the app, a timer
 // renews them all every renewEvery with one store call. The timer runs on
 // the engine's clock and only while events are held.

@@ -44,7 +44,7 @@ func (w leaseWatch) RenewEvents(ctx context.Context, appID int64, seqs []int64, 
 
 // TestNodesLeaseRenewedWhileRunLives: an event whose run outlives several
 // lease lengths stays with its node, which renews the lease, while the
-// other node looks for work all along (DESIGN §4). Once that node stops
+// other node looks for work all along (docs/architecture.md, "backend.js and delivery"). Once that node stops
 // renewing, as a dead node does, the event runs on the other node within
 // about a lease.
 func TestNodesLeaseRenewedWhileRunLives(t *testing.T) {
@@ -95,7 +95,7 @@ func TestNodesLeaseRenewedWhileRunLives(t *testing.T) {
 	default:
 	}
 	// The holder stops renewing: within about a lease the other node
-	// claims the event; its run counts as interrupted (DESIGN §4), so it
+	// claims the event; its run counts as interrupted (docs/architecture.md, "backend.js and delivery"), so it
 	// runs there after the first backoff.
 	frozen[holder].Store(true)
 	from := clk.Now()

@@ -60,7 +60,7 @@ func waitTimers(t *testing.T, clk *clock.Virtual, n int) {
 
 // TestNodesTickHoldsTheSchedule: a scheduled tick that runs past the next
 // interval keeps the other node, free at that interval, from starting a
-// tick beside it (DESIGN §4: ticks never overlap, across all nodes). Once
+// tick beside it (docs/architecture.md, "backend.js and delivery": ticks never overlap, across all nodes). Once
 // it ends, ticks go on.
 func TestNodesTickHoldsTheSchedule(t *testing.T) {
 	started := make(chan int64, 10)
@@ -125,7 +125,7 @@ func (c claimsSeen) ClaimEventsExclusive(ctx context.Context, appID int64, now t
 
 // TestNodesConcurrencyOneKeepsCommitOrder: with onChange concurrency 1,
 // a node does not start the next event while another node still runs
-// the one before it (DESIGN §4: strict app-wide commit order), however
+// the one before it (docs/architecture.md, "backend.js and delivery": strict app-wide commit order), however
 // often it looks; once that run ends, the next event goes out.
 func TestNodesConcurrencyOneKeepsCommitOrder(t *testing.T) {
 	started := make(chan int64, 10)

@@ -8,7 +8,7 @@ import (
 	"github.com/handoff-run/handoff/store"
 )
 
-// schedule runs the app's scheduled handler once per interval (DESIGN §4).
+// schedule runs the app's scheduled handler once per interval (docs/architecture.md, "backend.js and delivery").
 // Ticks fall on multiples of the interval, run one at a time, and a tick
 // that overruns skips the ticks it missed instead of piling them up.
 func (ar *appRunner) schedule() {

@@ -85,7 +85,7 @@ func (e *Engine) Delete(ctx context.Context, a Actor, appRef, db, id, ifRev stri
 	return e.write(ctx, a, app, db, id, true, nil, PutOptions{IfRev: ifRev})
 }
 
-// write is the critical section of DESIGN §7: read the head, check the
+// write is the critical section of docs/architecture.md, "Storage and the write path": read the head, check the
 // conditions, decide, and commit only if the head is still the one read.
 // A head that moved means another writer won the race: read it again and
 // decide again, never overwrite blindly.

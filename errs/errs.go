@@ -88,7 +88,7 @@ func HTTPStatus(code Code) int {
 	return http.StatusInternalServerError
 }
 
-// ExitCode maps a code to the CLI's exit status (DESIGN §6).
+// ExitCode maps a code to the CLI's exit status (docs/architecture.md, "The CLI contract").
 func ExitCode(code Code) int {
 	switch code {
 	case Conflict:

@@ -1,6 +1,6 @@
 // Package jsvm runs the JavaScript that users deploy with an app: access.js,
 // which gates every document write, and backend.js, whose async handlers run
-// on changes and on a timer (DESIGN §3, §4).
+// on changes and on a timer (docs/architecture.md).
 //
 // The package has three layers, each in its own files:
 //

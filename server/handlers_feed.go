@@ -16,7 +16,7 @@ import (
 // both ends notice a dead connection.
 const defaultHeartbeat = 15 * time.Second
 
-// feed streams an app's changes as server-sent events (DESIGN §9). Each
+// feed streams an app's changes as server-sent events (docs/architecture.md, "The live feed"). Each
 // event's id is its seq: a client that reconnects with Last-Event-ID (or
 // ?since=) resumes right after the last event it saw. With ?field= and
 // key=, from=/to= or prefix= (and ?db=) it is a live query: a snapshot event, then each change that

@@ -141,7 +141,7 @@ func TestServeOnABusyAddress(t *testing.T) {
 }
 
 // TestEveryAppFlagHasVibe: --vibe is the alias of --app on every command
-// that takes an app (DESIGN §6), and nowhere else.
+// that takes an app (docs/architecture.md, "The CLI contract"), and nowhere else.
 func TestEveryAppFlagHasVibe(t *testing.T) {
 	c := &cli{getenv: func(string) string { return "" }}
 	var walk func(cmd *cobra.Command)

@@ -1,6 +1,6 @@
 // Command handoff is the server and the command-line client of handoff:
 // `handoff serve` runs the server, every other command talks to one over
-// its HTTP API. See DESIGN §6 for the contract scripts rely on: JSON on
+// its HTTP API. See docs/architecture.md, "The CLI contract" for the contract scripts rely on: JSON on
 // stdout, `error: <code>: <message>` on stderr, and stable exit codes.
 package main
 

@@ -398,7 +398,7 @@ func TestScenarioWorkerNeverFinishes(t *testing.T) {
 	// Each claiming run was stopped at the run limit, and its event came
 	// back once, after the backoff, to a claim that was refused. Only then
 	// did the sweep's pending event run and claim again: one run at a time
-	// per document (DESIGN §4).
+	// per document (docs/architecture.md, "backend.js and delivery").
 	runsBySeq := map[int64][]sim.Run{}
 	for _, r := range s.OnChangeRuns(scnDB, "stuck") {
 		runsBySeq[r.Seq] = append(runsBySeq[r.Seq], r)

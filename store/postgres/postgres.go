@@ -1,5 +1,5 @@
 // Package postgres is handoff's shared store: PostgreSQL through pgx, for
-// running several `handoff serve` nodes on one database (DESIGN §7).
+// running several `handoff serve` nodes on one database (docs/architecture.md, "Storage and the write path").
 //
 // Concurrent Commits of one app share a transaction (group commit: one
 // goroutine per app takes every write waiting), and different apps share

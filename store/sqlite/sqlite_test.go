@@ -167,7 +167,7 @@ func queryPlan(t *testing.T, st *Store, rec *recordingConnector, q store.Query) 
 	return explain(t, st.path, ran[0])
 }
 
-// TestQueryUsesFieldIndex checks DESIGN §7: a field query searches the
+// TestQueryUsesFieldIndex checks docs/architecture.md, "Storage and the write path": a field query searches the
 // field's expression index, by equality then id order, before and after a
 // reopen, so its cost does not grow with the database.
 func TestQueryUsesFieldIndex(t *testing.T) {

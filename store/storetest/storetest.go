@@ -1,5 +1,5 @@
 // Package storetest is the conformance suite every store.Store must pass
-// (DESIGN §7): one suite, every driver runs it. It checks the Store
+// (docs/architecture.md, "Storage and the write path"): one suite, every driver runs it. It checks the Store
 // contract directly (commits, heads, the ledger, the per-app sequence,
 // queries, changes, identity, durability across a reopen, the outbox of
 // onChange events, scheduled ticks) and the engine's semantics on top of
