@@ -83,22 +83,7 @@ func (s *Store) codeFiles(ctx context.Context, appID int64, version int) (map[st
 		return nil, err
 	}
 	defer rows.Close()
-	var out map[string][]byte
-	for rows.Next() {
-		var p string
-		var data []byte
-		if err := rows.Scan(&p, &data); err != nil {
-			return nil, err
-		}
-		if out == nil {
-			out = map[string][]byte{}
-		}
-		if data == nil {
-			data = []byte{}
-		}
-		out[p] = data
-	}
-	return out, rows.Err()
+	return store.ScanFiles(rows)
 }
 
 func (s *Store) CodeVersions(ctx context.Context, appID int64) ([]store.CodeVersion, error) {

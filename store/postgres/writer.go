@@ -368,7 +368,7 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 		if w.Deleted {
 			grants = nil
 		}
-		if !sameGrants(st.grants, grants) {
+		if !store.SameGrants(st.grants, grants) {
 			grantWrites = append(grantWrites, i)
 		}
 		st.grants, st.hasGrants = grants, len(grants) > 0
@@ -563,7 +563,7 @@ func queueGrants(b *pgx.Batch, app int64, keys []docKey, states map[docKey]*docS
 	delta := map[store.Grant]int64{}
 	for _, k := range keys {
 		st := states[k]
-		if sameGrants(st.dbGrants, st.grants) {
+		if store.SameGrants(st.dbGrants, st.grants) {
 			continue
 		}
 		if len(st.dbGrants) > 0 {
@@ -618,23 +618,6 @@ func queueGrants(b *pgx.Batch, app int64, keys []docKey, states map[docKey]*docS
 		}
 	}
 	return moved
-}
-
-func sameGrants(a, b []store.Grant) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	seen := make(map[store.Grant]int, len(a))
-	for _, g := range a {
-		seen[g]++
-	}
-	for _, g := range b {
-		if seen[g] == 0 {
-			return false
-		}
-		seen[g]--
-	}
-	return true
 }
 
 // channelsJSON stores channels as a JSON array; nil stays NULL so "no

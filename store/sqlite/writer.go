@@ -455,7 +455,7 @@ func (w *writer) replaceGrants(wr *store.Write, cur *head, grants []store.Grant)
 			return err
 		}
 	}
-	if sameGrants(old, grants) {
+	if store.SameGrants(old, grants) {
 		return nil // the common case: a document keeps its grants
 	}
 	for _, g := range old {
@@ -504,23 +504,6 @@ func (w *writer) countGrants() error {
 		}
 	}
 	return nil
-}
-
-func sameGrants(a, b []store.Grant) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	seen := make(map[store.Grant]int, len(a))
-	for _, g := range a {
-		seen[g]++
-	}
-	for _, g := range b {
-		if seen[g] == 0 {
-			return false
-		}
-		seen[g]--
-	}
-	return true
 }
 
 // watchers are the Store.Watch and WatchGrants callbacks.
