@@ -1,5 +1,5 @@
 // Package access runs access.js, the transition table, on the JavaScript
-// VM. It implements engine.Runtime: the engine decides when a write needs
+// VM. It implements appcode.Runtime: the engine decides when a write needs
 // a decision and which head it is made against; this package only turns
 // (doc, oldDoc, user, ctx) into channels and grants, or a refusal.
 package access
@@ -14,8 +14,8 @@ import (
 
 	"github.com/dop251/goja"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/jsvm"
 )
 
@@ -36,7 +36,7 @@ type Options struct {
 // Runtime compiles access.js into pools of JavaScript runtimes.
 type Runtime struct{ o Options }
 
-var _ engine.Runtime = (*Runtime)(nil)
+var _ appcode.Runtime = (*Runtime)(nil)
 
 // New returns a Runtime.
 func New(o Options) *Runtime {
@@ -50,7 +50,7 @@ func New(o Options) *Runtime {
 }
 
 // CompileAccess compiles source and loads it into a pool of runtimes.
-func (r *Runtime) CompileAccess(filename, source string) (engine.AccessFunc, error) {
+func (r *Runtime) CompileAccess(filename, source string) (appcode.AccessFunc, error) {
 	prog, err := jsvm.Compile(filename, source)
 	if err != nil {
 		return nil, compileError(err)
@@ -90,7 +90,7 @@ type Func struct {
 // callState is what ctx's checks read during one call. It lives in Go,
 // out of reach of the user's code: a script cannot make itself a handler.
 type callState struct {
-	in *engine.AccessInput
+	in *appcode.AccessInput
 }
 
 // Gates reports whether db has a named export or there is a default one.
@@ -102,12 +102,12 @@ func (f *Func) Gates(db string) bool {
 func (f *Func) Close() { f.pool.Close() }
 
 // Check runs the access function of in.DB.
-func (f *Func) Check(ctx context.Context, in engine.AccessInput) (engine.AccessDecision, error) {
+func (f *Func) Check(ctx context.Context, in appcode.AccessInput) (appcode.AccessDecision, error) {
 	export := in.DB
 	if !slices.Contains(f.exports, export) {
 		export = "default"
 	}
-	var dec engine.AccessDecision
+	var dec appcode.AccessDecision
 	err := f.pool.Do(ctx, jsvm.Call{
 		Export:   export,
 		Deadline: in.Timeout,
@@ -139,7 +139,7 @@ func (f *Func) Check(ctx context.Context, in engine.AccessInput) (engine.AccessD
 		},
 	})
 	if err != nil {
-		return engine.AccessDecision{}, refusal(in.DB, in.Timeout, err)
+		return appcode.AccessDecision{}, refusal(in.DB, in.Timeout, err)
 	}
 	return dec, nil
 }
@@ -157,7 +157,7 @@ func (f *Func) state(vm *jsvm.VM) *callState {
 	return v.Export().(*callState)
 }
 
-func userValue(vm *jsvm.VM, u *engine.AccessUser) goja.Value {
+func userValue(vm *jsvm.VM, u *appcode.AccessUser) goja.Value {
 	o := vm.NewObject()
 	o.Set("id", u.ID)
 	o.Set("userHandle", u.ID)
@@ -211,7 +211,7 @@ func refusal(db string, deadline time.Duration, err error) error {
 // access.js imports says where, since the reason alone may not tell.
 func forbidden(reason string, je *jsvm.JSError) error {
 	msg := "access.js refused the write: " + reason
-	if je.File != engine.AccessFile && je.Line > 0 {
+	if je.File != appcode.AccessFile && je.Line > 0 {
 		msg += fmt.Sprintf(" (refused at %s:%d:%d)", je.File, je.Line, je.Column)
 	}
 	return &errs.Error{Code: errs.Forbidden, Reason: reason, Message: msg}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/access"
-	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // The cost access.js adds to a put (docs/architecture.md, "access.js", issue 3): the same engine
@@ -77,7 +77,7 @@ func benchPutOnce(b *testing.B, writers int, code string) {
 	ctx := context.Background()
 	// Warm up: the app cache, the runtimes, the grant cache.
 	for range 20 {
-		if _, err := en.e.Put(ctx, alice, app, "jobs", "", benchJob, engine.PutOptions{}); err != nil {
+		if _, err := en.e.Put(ctx, alice, app, "jobs", "", benchJob, appcode.PutOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -89,7 +89,7 @@ func benchPutOnce(b *testing.B, writers int, code string) {
 		for range n {
 			id := fmt.Sprintf("job-%09d", next.Add(1))
 			t0 := time.Now()
-			if _, err := en.e.Put(ctx, alice, app, "jobs", id, benchJob, engine.PutOptions{}); err != nil {
+			if _, err := en.e.Put(ctx, alice, app, "jobs", id, benchJob, appcode.PutOptions{}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -159,13 +159,13 @@ func BenchmarkAccessEvaluations(b *testing.B) {
 		b.Fatal(err)
 	}
 	lease := time.Now().Add(time.Hour).UnixMilli()
-	in := engine.AccessInput{
+	in := appcode.AccessInput{
 		DB:      "jobs",
 		Doc:     fmt.Appendf(nil, `{"_id":"job-1","kind":"job","status":"running","attempts":1,"input":"https://example.com/images/slide-1.jpg","claimId":"c-7f3a","leaseUntil":%d}`, lease),
 		OldDoc:  []byte(`{"_id":"job-1","_rev":"1-8d7f","kind":"job","status":"pending","attempts":0,"input":"https://example.com/images/slide-1.jpg"}`),
-		User:    &engine.AccessUser{ID: "alice", Roles: []string{}, IsOwner: true},
+		User:    &appcode.AccessUser{ID: "alice", Roles: []string{}, IsOwner: true},
 		Handler: "onChange",
-		Timeout: engine.DefaultAccessTimeout,
+		Timeout: appcode.DefaultAccessTimeout,
 		Now:     time.Now(),
 	}
 	ctx := context.Background()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/handoff-run/handoff/access"
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
@@ -59,7 +60,7 @@ func TestGrantLookupsDoNotGrowWithDocuments(t *testing.T) {
 	}
 	put := func(n int) {
 		for range n {
-			if _, err := e.Put(ctx, alice, "alice/jobs", "jobs", "", benchJob, engine.PutOptions{}); err != nil {
+			if _, err := e.Put(ctx, alice, "alice/jobs", "jobs", "", benchJob, appcode.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}

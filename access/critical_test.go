@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // jobsJS is the example transition table, as deployed by the walkthrough.
@@ -56,7 +56,7 @@ func TestFiftyClaimsCommitOne(t *testing.T) {
 		pending := en.put(alice, app, "jobs", id, `{"kind":"job","status":"pending","attempts":0,"input":"in.txt"}`)
 		seq := en.lastSeq(app)
 		errors := race(n, func(i int) error {
-			_, err := en.e.Put(en.ctx, onChange(alice), app, "jobs", id, []byte(claim(id, fmt.Sprintf("c%d", i))), engine.PutOptions{})
+			_, err := en.e.Put(en.ctx, onChange(alice), app, "jobs", id, []byte(claim(id, fmt.Sprintf("c%d", i))), appcode.PutOptions{})
 			return err
 		})
 		// Every loser decided against the winner's running head: it got
@@ -95,7 +95,7 @@ func TestFiftyClaimsWithIfRev(t *testing.T) {
 		id := fmt.Sprintf("job-%d", round)
 		pending := en.put(alice, app, "jobs", id, `{"kind":"job","status":"pending","attempts":0,"input":"in.txt"}`)
 		errors := race(n, func(i int) error {
-			_, err := en.e.Put(en.ctx, onChange(alice), app, "jobs", id, []byte(claim(id, fmt.Sprintf("c%d", i))), engine.PutOptions{IfRev: pending.Rev})
+			_, err := en.e.Put(en.ctx, onChange(alice), app, "jobs", id, []byte(claim(id, fmt.Sprintf("c%d", i))), appcode.PutOptions{IfRev: pending.Rev})
 			return err
 		})
 		wins := 0

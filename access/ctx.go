@@ -44,7 +44,7 @@ func (f *Func) setup(vm *jsvm.VM) error {
 	ctx := vm.NewObject()
 	ctx.Set("requireBackend", func(call goja.FunctionCall) goja.Value {
 		want := names(call, "handler")
-		if st.in == nil || st.in.Handler == "" || !slices.Contains(want, st.in.Handler) {
+		if st.in == nil || st.in.Handler == "" || !slices.Contains(want, string(st.in.Handler)) {
 			deny("only the backend's %s handler may make this change", strings.Join(want, " or "))
 		}
 		return goja.Undefined()

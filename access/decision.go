@@ -7,8 +7,8 @@ import (
 
 	"github.com/dop251/goja"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/jsvm"
 	"github.com/handoff-run/handoff/store"
 )
@@ -18,19 +18,19 @@ import (
 // single string. undefined or null means "allowed, no channels". It reads
 // the JS object directly: a round trip through JSON cost a quarter of an
 // evaluation.
-func decision(vm *jsvm.VM, v goja.Value) (engine.AccessDecision, error) {
+func decision(vm *jsvm.VM, v goja.Value) (appcode.AccessDecision, error) {
 	if absent(v) {
-		return engine.AccessDecision{Channels: []string{}}, nil
+		return appcode.AccessDecision{Channels: []string{}}, nil
 	}
 	obj, ok := v.(*goja.Object)
 	if !ok {
-		return engine.AccessDecision{}, badReturn("a " + jsvm.TypeOf(v))
+		return appcode.AccessDecision{}, badReturn("a " + jsvm.TypeOf(v))
 	}
 	channels, err := stringList(obj.Get("channels"), "channels")
 	if err != nil {
-		return engine.AccessDecision{}, err
+		return appcode.AccessDecision{}, err
 	}
-	d := engine.AccessDecision{Channels: dedupe(channels)}
+	d := appcode.AccessDecision{Channels: dedupe(channels)}
 	add := func(kind, principal string, channels []string) {
 		for _, c := range dedupe(channels) {
 			d.Grants = append(d.Grants, store.Grant{Kind: kind, Principal: principal, Channel: c})
@@ -39,17 +39,17 @@ func decision(vm *jsvm.VM, v goja.Value) (engine.AccessDecision, error) {
 	if g := obj.Get("grant"); !absent(g) {
 		grant, ok := g.(*goja.Object)
 		if !ok {
-			return engine.AccessDecision{}, badReturn("grant is not an object")
+			return appcode.AccessDecision{}, badReturn("grant is not an object")
 		}
 		public, err := stringList(grant.Get("public"), "grant.public")
 		if err != nil {
-			return engine.AccessDecision{}, err
+			return appcode.AccessDecision{}, err
 		}
 		add("public", "", public)
 		for _, kind := range []string{"users", "roles"} {
 			lists, err := listMap(grant.Get(kind), "grant."+kind)
 			if err != nil {
-				return engine.AccessDecision{}, err
+				return appcode.AccessDecision{}, err
 			}
 			for _, who := range sortedKeys(lists) {
 				add(strings.TrimSuffix(kind, "s"), who, lists[who])
@@ -59,7 +59,7 @@ func decision(vm *jsvm.VM, v goja.Value) (engine.AccessDecision, error) {
 	// members: {role: [user ids]} gives each user the role.
 	members, err := listMap(obj.Get("members"), "members")
 	if err != nil {
-		return engine.AccessDecision{}, err
+		return appcode.AccessDecision{}, err
 	}
 	for _, role := range sortedKeys(members) {
 		for _, u := range dedupe(members[role]) {

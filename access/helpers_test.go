@@ -12,6 +12,7 @@ import (
 	"github.com/handoff-run/handoff/access"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -101,11 +102,11 @@ func (en *env) relax(ref string) {
 	}
 }
 
-func (en *env) try(a engine.Actor, ref, db, id, body string) (engine.WriteResult, error) {
-	return en.e.Put(en.ctx, a, ref, db, id, []byte(body), engine.PutOptions{})
+func (en *env) try(a engine.Actor, ref, db, id, body string) (appcode.WriteResult, error) {
+	return en.e.Put(en.ctx, a, ref, db, id, []byte(body), appcode.PutOptions{})
 }
 
-func (en *env) put(a engine.Actor, ref, db, id, body string) engine.WriteResult {
+func (en *env) put(a engine.Actor, ref, db, id, body string) appcode.WriteResult {
 	en.t.Helper()
 	r, err := en.try(a, ref, db, id, body)
 	if err != nil {
@@ -114,7 +115,7 @@ func (en *env) put(a engine.Actor, ref, db, id, body string) engine.WriteResult 
 	return r
 }
 
-func (en *env) del(a engine.Actor, ref, db, id string) engine.WriteResult {
+func (en *env) del(a engine.Actor, ref, db, id string) appcode.WriteResult {
 	en.t.Helper()
 	r, err := en.e.Delete(en.ctx, a, ref, db, id, "")
 	if err != nil {

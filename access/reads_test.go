@@ -10,6 +10,7 @@ import (
 
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // grantJS lets the owner write documents that carry their own channels,
@@ -116,7 +117,7 @@ func (en *env) pageAll(a engine.Actor, app string, limit int, query bool) []stri
 	var out []string
 	after := ""
 	for range 1000 {
-		var p engine.Page
+		var p appcode.Page
 		var err error
 		if query {
 			p, err = en.e.Query(en.ctx, a, app, "docs", "kind", json.RawMessage(`"doc"`), limit, after)

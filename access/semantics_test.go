@@ -10,6 +10,7 @@ import (
 
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // docs/architecture.md, "access.js": a named export gates its database, `export default` gates
@@ -168,7 +169,7 @@ func TestDocAndOldDoc(t *testing.T) {
 
 // must turns a (result, error) pair into the error, for probes that must
 // be refused.
-func must(_ engine.WriteResult, err error) error { return err }
+func must(_ appcode.WriteResult, err error) error { return err }
 
 func TestUserObject(t *testing.T) {
 	en := newEnv(t)
@@ -378,7 +379,7 @@ export default function (doc, oldDoc, user, ctx) {
 		}
 	}
 	seq := en.lastSeq(app)
-	for _, h := range []string{"onChange", "scheduled", "fetch"} {
+	for _, h := range []appcode.Handler{appcode.OnChange, appcode.Scheduled, appcode.Fetch} {
 		en.put(engine.Actor{User: "alice", Handler: h}, app, "jobs", "", `{}`)
 	}
 	_, err := en.try(engine.Actor{User: "alice", Handler: "other"}, app, "jobs", "", `{}`)

@@ -16,16 +16,17 @@ import (
 
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // Code file names inside an app's folder.
 const (
-	AccessFile  = engine.AccessFile
-	BackendFile = engine.BackendFile
+	AccessFile  = appcode.AccessFile
+	BackendFile = appcode.BackendFile
 )
 
 // StaticDir is the folder of static files inside an app's folder.
-const StaticDir = engine.StaticDir
+const StaticDir = appcode.StaticDir
 
 // Code is the sources found in a folder; a missing file is "".
 type Code struct {

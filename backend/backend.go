@@ -1,7 +1,7 @@
 // Package backend runs backend.js, the app's server-side handlers, on the
-// JavaScript VM (docs/architecture.md, "backend.js and delivery"). It implements engine.BackendCompiler: the
+// JavaScript VM (docs/architecture.md, "backend.js and delivery"). It implements appcode.BackendCompiler: the
 // engine decides when an event is delivered or a tick is due and what a
-// handler's writes may do (engine.HandlerContext); this package only turns
+// handler's writes may do (appcode.HandlerContext); this package only turns
 // that into a call of the user's onChange, scheduled or fetch, with the
 // ctx, console, timers and web globals that code expects, and reports how
 // the call ended.
@@ -33,8 +33,8 @@ import (
 
 	"github.com/dop251/goja"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/suggest"
 	"github.com/handoff-run/handoff/jsvm"
 )
@@ -76,7 +76,7 @@ type Options struct {
 // Compiler compiles backend.js into Backends.
 type Compiler struct{ o Options }
 
-var _ engine.BackendCompiler = (*Compiler)(nil)
+var _ appcode.BackendCompiler = (*Compiler)(nil)
 
 // New returns a Compiler.
 func New(o Options) *Compiler {
@@ -93,7 +93,7 @@ func New(o Options) *Compiler {
 }
 
 // handlerNames are the exports handoff calls.
-var handlerNames = []string{"onChange", "scheduled", "fetch"}
+var handlerNames = []string{string(appcode.OnChange), string(appcode.Scheduled), string(appcode.Fetch)}
 
 // Backend is one compiled backend.js. It owns two pools of runtimes: one
 // of config.onChange.concurrency runtimes for onChange, and one runtime
@@ -104,14 +104,14 @@ var handlerNames = []string{"onChange", "scheduled", "fetch"}
 type Backend struct {
 	c        *Compiler
 	file     string
-	cfg      engine.BackendConfig
+	cfg      appcode.BackendConfig
 	handlers []string   // exported handler functions, of handlerNames
 	tick     *jsvm.Pool // 1 runtime: config, scheduled
 	change   *jsvm.Pool // Concurrency runtimes: onChange; nil without onChange
 	serve    *jsvm.Pool // fetchConcurrency runtimes: fetch; nil without fetch
 }
 
-var _ engine.Backend = (*Backend)(nil)
+var _ appcode.Backend = (*Backend)(nil)
 
 // configDeadline bounds reading the config and the handler exports at
 // deploy: plain property reads, unless a getter misbehaves.
@@ -120,7 +120,7 @@ const configDeadline = time.Second
 // CompileBackend compiles source, loads it, and checks its config and
 // exports. Everything the user can get wrong is an *errs.Error with code
 // invalid that names the file and the line and column or the field.
-func (c *Compiler) CompileBackend(filename, source string) (engine.Backend, error) {
+func (c *Compiler) CompileBackend(filename, source string) (appcode.Backend, error) {
 	prog, err := jsvm.Compile(filename, source)
 	if err != nil {
 		return nil, codeError(err)
@@ -134,15 +134,15 @@ func (c *Compiler) CompileBackend(filename, source string) (engine.Backend, erro
 		b.tick.Close()
 		return nil, err
 	}
-	if b.Has("onChange") {
+	if b.Has(appcode.OnChange) {
 		b.change, err = jsvm.NewPool(prog, b.poolOptions(b.cfg.OnChange.Concurrency, b.cfg.OnChange.Timeout))
 		if err != nil {
 			b.tick.Close()
 			return nil, codeError(err)
 		}
 	}
-	if b.Has("fetch") {
-		b.serve, err = jsvm.NewPool(prog, b.poolOptions(fetchConcurrency, engine.FetchRunTimeout))
+	if b.Has(appcode.Fetch) {
+		b.serve, err = jsvm.NewPool(prog, b.poolOptions(fetchConcurrency, appcode.FetchRunTimeout))
 		if err != nil {
 			b.Close()
 			return nil, codeError(err)
@@ -176,10 +176,10 @@ func (b *Backend) inspect() error {
 			return err
 		}
 	}
-	if b.Has("scheduled") && cfg.Scheduled.Interval == 0 {
+	if b.Has(appcode.Scheduled) && cfg.Scheduled.Interval == 0 {
 		return errs.New(errs.Invalid, `%s exports scheduled but has no config.scheduled.interval: scheduled needs config.scheduled.interval, e.g. "30s" (export const config = {scheduled: {interval: "30s"}})`, b.file)
 	}
-	if !b.Has("scheduled") && scheduled {
+	if !b.Has(appcode.Scheduled) && scheduled {
 		return errs.New(errs.Invalid, "%s sets config.scheduled but exports no scheduled function, so nothing would tick; export one (export async function scheduled(event, ctx) { ... }) or remove config.scheduled", b.file)
 	}
 	return nil
@@ -229,10 +229,12 @@ func codeError(err error) error {
 }
 
 // Config is the checked config export, defaults filled in.
-func (b *Backend) Config() engine.BackendConfig { return b.cfg }
+func (b *Backend) Config() appcode.BackendConfig { return b.cfg }
 
 // Has reports whether the module exports handler as a function.
-func (b *Backend) Has(handler string) bool { return slices.Contains(b.handlers, handler) }
+func (b *Backend) Has(handler appcode.Handler) bool {
+	return slices.Contains(b.handlers, string(handler))
+}
 
 // Close releases the runtimes; calls still running finish first.
 func (b *Backend) Close() {

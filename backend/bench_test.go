@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/handoff-run/handoff/backend"
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/examples"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // BenchmarkOnChange measures the per-event overhead of running onChange:
@@ -28,7 +28,7 @@ func BenchmarkOnChange(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer be.Close()
-	ev := engine.ChangeEvent{DB: "jobs", DocID: "j1", Seq: 1, Attempt: 1,
+	ev := appcode.ChangeEvent{DB: "jobs", DocID: "j1", Seq: 1, Attempt: 1,
 		Doc: json.RawMessage(`{"_id":"j1","_rev":"1-abc","type":"job","status":"done","input":"cat.png","attempts":1}`)}
 	hc := newFake()
 	ctx := context.Background()
@@ -56,8 +56,8 @@ func BenchmarkOnChange(b *testing.B) {
 // bindings around it.
 type instantHC struct{ *fakeHC }
 
-func (instantHC) Put(_ context.Context, db, id string, _ json.RawMessage, _ engine.PutOptions) (engine.WriteResult, error) {
-	return engine.WriteResult{ID: id, Rev: "2-b"}, nil
+func (instantHC) Put(_ context.Context, db, id string, _ json.RawMessage, _ appcode.PutOptions) (appcode.WriteResult, error) {
+	return appcode.WriteResult{ID: id, Rev: "2-b"}, nil
 }
 
 // BenchmarkJobsOnChange runs examples/jobs' onChange on the event of a
@@ -77,7 +77,7 @@ func BenchmarkJobsOnChange(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer be.Close()
-	ev := engine.ChangeEvent{DB: "jobs", DocID: "job-1", Seq: 1, Attempt: 1,
+	ev := appcode.ChangeEvent{DB: "jobs", DocID: "job-1", Seq: 1, Attempt: 1,
 		Doc: json.RawMessage(`{"_id":"job-1","_rev":"1-a","kind":"job","status":"pending","input":"resize cat.png to 200 px","attempts":0}`)}
 	hc := instantHC{newFake()}
 	ctx := context.Background()

@@ -12,8 +12,8 @@ import (
 
 	"github.com/dop251/goja"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/suggest"
 	"github.com/handoff-run/handoff/jsvm"
 )
@@ -41,14 +41,14 @@ var durationUnits = map[string]time.Duration{"s": time.Second, "m": time.Minute,
 // readConfig reads the config export, or returns the defaults without one.
 // scheduled reports whether config has a scheduled section at all, which
 // a module without a scheduled function must not.
-func (b *Backend) readConfig(ctx context.Context) (cfg engine.BackendConfig, scheduled bool, err error) {
-	cfg.Scheduled.Timeout = engine.DefaultRunTimeout
-	cfg.OnChange.Concurrency = engine.DefaultConcurrency
-	cfg.OnChange.Timeout = engine.DefaultRunTimeout
-	cfg.OnChange.MaxAttempts = engine.DefaultMaxAttempts
-	cfg.OnChange.FanOut = engine.DefaultFanOut
-	cfg.Fetch.Timeout = engine.DefaultFetchTimeout
-	cfg.Fetch.MaxBytes = engine.DefaultFetchMaxBytes
+func (b *Backend) readConfig(ctx context.Context) (cfg appcode.BackendConfig, scheduled bool, err error) {
+	cfg.Scheduled.Timeout = appcode.DefaultRunTimeout
+	cfg.OnChange.Concurrency = appcode.DefaultConcurrency
+	cfg.OnChange.Timeout = appcode.DefaultRunTimeout
+	cfg.OnChange.MaxAttempts = appcode.DefaultMaxAttempts
+	cfg.OnChange.FanOut = appcode.DefaultFanOut
+	cfg.Fetch.Timeout = appcode.DefaultFetchTimeout
+	cfg.Fetch.MaxBytes = appcode.DefaultFetchMaxBytes
 	err = b.tick.Value(ctx, "config", func(vm *jsvm.VM, v goja.Value) error {
 		r := configReader{file: b.file, scheduled: &scheduled}
 		return r.read(v, &cfg)
@@ -73,7 +73,7 @@ func (r configReader) fail(field, format string, args ...any) error {
 	return errs.New(errs.Invalid, "%s: config%s %s", r.file, field, fmt.Sprintf(format, args...))
 }
 
-func (r configReader) read(v goja.Value, cfg *engine.BackendConfig) error {
+func (r configReader) read(v goja.Value, cfg *appcode.BackendConfig) error {
 	if goja.IsUndefined(v) {
 		return nil
 	}
@@ -101,7 +101,7 @@ func (r configReader) read(v goja.Value, cfg *engine.BackendConfig) error {
 	return nil
 }
 
-func (r configReader) readScheduled(v goja.Value, cfg *engine.BackendConfig) error {
+func (r configReader) readScheduled(v goja.Value, cfg *appcode.BackendConfig) error {
 	if goja.IsUndefined(v) {
 		return nil
 	}
@@ -129,7 +129,7 @@ func (r configReader) readScheduled(v goja.Value, cfg *engine.BackendConfig) err
 			if !ok {
 				return r.fail(".scheduled.interval", `is %s; write a whole number and s, m or h, from "1s" to "24h", e.g. interval: "30s"`, describe(val))
 			}
-			if d < engine.MinScheduledInterval || d > engine.MaxScheduledInterval {
+			if d < appcode.MinScheduledInterval || d > appcode.MaxScheduledInterval {
 				return r.fail(".scheduled.interval", `is %s, outside 1s to 24h; write an interval in that range, e.g. interval: "30s"`, describe(val))
 			}
 			cfg.Scheduled.Interval = d
@@ -140,7 +140,7 @@ func (r configReader) readScheduled(v goja.Value, cfg *engine.BackendConfig) err
 	return nil
 }
 
-func (r configReader) onChange(v goja.Value, cfg *engine.BackendConfig) error {
+func (r configReader) onChange(v goja.Value, cfg *appcode.BackendConfig) error {
 	if goja.IsUndefined(v) {
 		return nil
 	}
@@ -158,7 +158,7 @@ func (r configReader) onChange(v goja.Value, cfg *engine.BackendConfig) error {
 		case "concurrency":
 			n, ok := integer(val)
 			if !ok || n < 1 || n > maxConcurrency {
-				return r.fail(field, "is %s; write a whole number from 1 to %d, e.g. concurrency: %d (1 runs events strictly in commit order)", describe(val), maxConcurrency, engine.DefaultConcurrency)
+				return r.fail(field, "is %s; write a whole number from 1 to %d, e.g. concurrency: %d (1 runs events strictly in commit order)", describe(val), maxConcurrency, appcode.DefaultConcurrency)
 			}
 			cfg.OnChange.Concurrency = n
 		case "timeout":
@@ -170,13 +170,13 @@ func (r configReader) onChange(v goja.Value, cfg *engine.BackendConfig) error {
 		case "maxAttempts":
 			n, ok := integer(val)
 			if !ok || n < 1 || n > maxMaxAttempts {
-				return r.fail(field, "is %s; write a whole number from 1 to %d, e.g. maxAttempts: %d", describe(val), maxMaxAttempts, engine.DefaultMaxAttempts)
+				return r.fail(field, "is %s; write a whole number from 1 to %d, e.g. maxAttempts: %d", describe(val), maxMaxAttempts, appcode.DefaultMaxAttempts)
 			}
 			cfg.OnChange.MaxAttempts = n
 		case "fanOut":
 			n, ok := integer(val)
 			if !ok || n < 1 || n > maxFanOut {
-				return r.fail(field, "is %s; write a whole number from 1 to %d, e.g. fanOut: %d (the writes onChange may make, in all, for one write)", describe(val), maxFanOut, engine.DefaultFanOut)
+				return r.fail(field, "is %s; write a whole number from 1 to %d, e.g. fanOut: %d (the writes onChange may make, in all, for one write)", describe(val), maxFanOut, appcode.DefaultFanOut)
 			}
 			cfg.OnChange.FanOut = n
 		case "when":

@@ -8,6 +8,7 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // config.onChange.when and dbs filter the commits that get an event:
@@ -19,12 +20,12 @@ import (
 
 const whenExample = `when: {status: ["pending", "retry"]}`
 
-func (r configReader) when(v goja.Value, cfg *engine.BackendConfig) error {
+func (r configReader) when(v goja.Value, cfg *appcode.BackendConfig) error {
 	o, err := r.object(v, ".onChange.when", whenExample)
 	if err != nil {
 		return err
 	}
-	var when []engine.FieldMatch
+	var when []appcode.FieldMatch
 	for _, key := range o.Keys() {
 		field := ".onChange.when." + key
 		switch {
@@ -39,7 +40,7 @@ func (r configReader) when(v goja.Value, cfg *engine.BackendConfig) error {
 		if err != nil {
 			return err
 		}
-		when = append(when, engine.FieldMatch{Field: key, Values: values})
+		when = append(when, appcode.FieldMatch{Field: key, Values: values})
 	}
 	cfg.OnChange.When = when
 	return nil
@@ -94,7 +95,7 @@ func scalar(v goja.Value) (any, bool) {
 	return nil, false
 }
 
-func (r configReader) dbs(v goja.Value, cfg *engine.BackendConfig) error {
+func (r configReader) dbs(v goja.Value, cfg *appcode.BackendConfig) error {
 	const example = `dbs: ["jobs"]`
 	arr, ok := v.(*goja.Object)
 	if !ok || arr.ClassName() != "Array" {

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 func TestConfigWhenAndDBs(t *testing.T) {
@@ -15,7 +15,7 @@ func TestConfigWhenAndDBs(t *testing.T) {
 } }
 export async function onChange() {}`)
 	cfg := b.Config()
-	want := []engine.FieldMatch{
+	want := []appcode.FieldMatch{
 		{Field: "kind", Values: []any{"job"}},
 		{Field: "status", Values: []any{"pending", "retry"}},
 		{Field: "n", Values: []any{1.0, 2.5}},

@@ -4,15 +4,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 func TestConfigDefaults(t *testing.T) {
 	e := newEnv(t)
 	b := e.compile(`export async function onChange(event, ctx) {}`)
 	cfg := b.Config()
-	if cfg.Scheduled.Interval != 0 || cfg.Scheduled.Timeout != engine.DefaultRunTimeout || cfg.OnChange.Concurrency != engine.DefaultConcurrency ||
-		cfg.OnChange.Timeout != engine.DefaultRunTimeout || cfg.OnChange.MaxAttempts != engine.DefaultMaxAttempts || cfg.OnChange.FanOut != engine.DefaultFanOut {
+	if cfg.Scheduled.Interval != 0 || cfg.Scheduled.Timeout != appcode.DefaultRunTimeout || cfg.OnChange.Concurrency != appcode.DefaultConcurrency ||
+		cfg.OnChange.Timeout != appcode.DefaultRunTimeout || cfg.OnChange.MaxAttempts != appcode.DefaultMaxAttempts || cfg.OnChange.FanOut != appcode.DefaultFanOut {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	if !b.Has("onChange") || b.Has("scheduled") || b.Has("fetch") || b.Has("config") {
@@ -21,7 +21,7 @@ func TestConfigDefaults(t *testing.T) {
 	// A config that sets only some fields keeps the defaults of the rest.
 	b = e.compile(`export const config = { onChange: { maxAttempts: 3 } }
 export async function onChange() {}`)
-	if cfg := b.Config(); cfg.OnChange.MaxAttempts != 3 || cfg.OnChange.Concurrency != engine.DefaultConcurrency || cfg.OnChange.Timeout != engine.DefaultRunTimeout {
+	if cfg := b.Config(); cfg.OnChange.MaxAttempts != 3 || cfg.OnChange.Concurrency != appcode.DefaultConcurrency || cfg.OnChange.Timeout != appcode.DefaultRunTimeout {
 		t.Fatalf("partial config: %+v", cfg)
 	}
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/dop251/goja"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/jsvm"
 )
 
@@ -127,7 +127,7 @@ func (o *op) rejectNow(err error) goja.Value {
 
 // run does the engine call on its own goroutine; result converts the
 // outcome on the runtime.
-func (o *op) run(work func(ctx context.Context, hc engine.HandlerContext) (any, error)) goja.Value {
+func (o *op) run(work func(ctx context.Context, hc appcode.HandlerContext) (any, error)) goja.Value {
 	hc := o.c.hc
 	return o.rt.vm.Async(func(ctx context.Context) (any, error) {
 		v, err := work(ctx, hc)
@@ -251,7 +251,7 @@ func (rt *runtime) dbPut(fc goja.FunctionCall) goja.Value {
 			id = v.String()
 		}
 	}
-	var po engine.PutOptions
+	var po appcode.PutOptions
 	if po.IfRev, err = o.rev(opts); err != nil {
 		return o.rejectNow(err)
 	}
@@ -266,7 +266,7 @@ func (rt *runtime) dbPut(fc goja.FunctionCall) goja.Value {
 	if err != nil {
 		return o.invalid("the document cannot be written as JSON (%v); remove cycles, functions and BigInts", err)
 	}
-	return o.run(func(ctx context.Context, hc engine.HandlerContext) (any, error) {
+	return o.run(func(ctx context.Context, hc appcode.HandlerContext) (any, error) {
 		r, err := hc.Put(ctx, db, id, body, po)
 		if err != nil {
 			return nil, err
@@ -293,7 +293,7 @@ func (rt *runtime) dbGet(fc goja.FunctionCall) goja.Value {
 	if err != nil {
 		return o.rejectNow(err)
 	}
-	return o.run(func(ctx context.Context, hc engine.HandlerContext) (any, error) {
+	return o.run(func(ctx context.Context, hc appcode.HandlerContext) (any, error) {
 		doc, err := hc.Get(ctx, db, id)
 		if err != nil {
 			return nil, err
@@ -324,7 +324,7 @@ func (rt *runtime) dbDelete(fc goja.FunctionCall) goja.Value {
 	if err != nil {
 		return o.rejectNow(err)
 	}
-	return o.run(func(ctx context.Context, hc engine.HandlerContext) (any, error) {
+	return o.run(func(ctx context.Context, hc appcode.HandlerContext) (any, error) {
 		r, err := hc.Delete(ctx, db, id, ifRev)
 		if err != nil {
 			return nil, err
@@ -375,7 +375,7 @@ func (rt *runtime) dbQuery(fc goja.FunctionCall) goja.Value {
 	if err != nil {
 		return o.rejectNow(err)
 	}
-	return o.run(func(ctx context.Context, hc engine.HandlerContext) (any, error) {
+	return o.run(func(ctx context.Context, hc appcode.HandlerContext) (any, error) {
 		page, err := hc.Query(ctx, db, field, key, limit, after)
 		if err != nil {
 			return nil, err
@@ -384,7 +384,7 @@ func (rt *runtime) dbQuery(fc goja.FunctionCall) goja.Value {
 	})
 }
 
-func writeResult(r engine.WriteResult) jsvm.Settler {
+func writeResult(r appcode.WriteResult) jsvm.Settler {
 	return func(vm *jsvm.VM) (goja.Value, error) {
 		o := vm.NewObject()
 		_ = o.Set("id", r.ID)
@@ -398,7 +398,7 @@ func writeResult(r engine.WriteResult) jsvm.Settler {
 
 // pageValue builds the array of a query page. next is a non-enumerable
 // property, so the page spreads, serialises and iterates as a plain array.
-func pageValue(vm *jsvm.VM, page engine.Page) (goja.Value, error) {
+func pageValue(vm *jsvm.VM, page appcode.Page) (goja.Value, error) {
 	docs := make([]any, len(page.Docs))
 	for i, d := range page.Docs {
 		v, err := vm.ParseJSON(d)

@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/dop251/goja"
-
-	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // config.fetch limits the global fetch of the app's handlers:
@@ -37,7 +36,7 @@ const (
 // '-', not starting or ending with '-'.
 var hostnameRE = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
 
-func (r configReader) fetch(v goja.Value, cfg *engine.BackendConfig) error {
+func (r configReader) fetch(v goja.Value, cfg *appcode.BackendConfig) error {
 	if goja.IsUndefined(v) {
 		return nil
 	}
@@ -83,7 +82,7 @@ func (r configReader) fetch(v goja.Value, cfg *engine.BackendConfig) error {
 		case "maxBytes":
 			n, ok := integer(val)
 			if !ok || n < 1 || n > maxFetchMaxBytes {
-				return r.fail(field, "is %s; write a whole number of bytes from 1 to %d, e.g. maxBytes: %d", describe(val), maxFetchMaxBytes, engine.DefaultFetchMaxBytes)
+				return r.fail(field, "is %s; write a whole number of bytes from 1 to %d, e.g. maxBytes: %d", describe(val), maxFetchMaxBytes, appcode.DefaultFetchMaxBytes)
 			}
 			cfg.Fetch.MaxBytes = int64(n)
 		default:

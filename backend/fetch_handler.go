@@ -12,8 +12,8 @@ import (
 
 	"github.com/dop251/goja"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/jsvm"
 )
 
@@ -26,16 +26,16 @@ const fetchConcurrency = 4
 // and reads the response it returns: a Response, a plain {status,
 // headers, body}, a string (text), or nothing (204). A body that is a
 // plain object or array is sent as JSON.
-func (b *Backend) Fetch(ctx context.Context, req engine.FetchRequest, hc engine.HandlerContext) (engine.FetchResponse, error) {
+func (b *Backend) Fetch(ctx context.Context, req appcode.FetchRequest, hc appcode.HandlerContext) (appcode.FetchResponse, error) {
 	if b.serve == nil {
-		return engine.FetchResponse{}, errs.New(errs.Invalid, "%s exports no fetch function", b.file)
+		return appcode.FetchResponse{}, errs.New(errs.Invalid, "%s exports no fetch function", b.file)
 	}
-	c := &call{hc: hc, handler: "fetch"}
+	c := &call{hc: hc, handler: appcode.Fetch}
 	var rt *runtime
-	var resp engine.FetchResponse
+	var resp appcode.FetchResponse
 	err := b.serve.Do(ctx, jsvm.Call{
 		Export:   "fetch",
-		Deadline: engine.FetchRunTimeout,
+		Deadline: appcode.FetchRunTimeout,
 		Group:    c.group(),
 		Args: func(vm *jsvm.VM) ([]goja.Value, error) {
 			var err error
@@ -60,9 +60,9 @@ func (b *Backend) Fetch(ctx context.Context, req engine.FetchRequest, hc engine.
 	}
 	c.stopTimers()
 	if errors.Is(err, jsvm.ErrDeadline) {
-		err = &limitError{err: err, msg: fmt.Sprintf("%s: fetch was stopped at its run limit of %v; answer sooner, and move slow work to onChange (write a document, answer 202)", b.file, engine.FetchRunTimeout)}
+		err = &limitError{err: err, msg: fmt.Sprintf("%s: fetch was stopped at its run limit of %v; answer sooner, and move slow work to onChange (write a document, answer 202)", b.file, appcode.FetchRunTimeout)}
 	}
-	return resp, appFailure(b.runError("fetch", engine.FetchRunTimeout, err))
+	return resp, appFailure(b.runError(appcode.Fetch, appcode.FetchRunTimeout, err))
 }
 
 // appFailure marks the failures of the app's own code as app_error: an
@@ -93,7 +93,7 @@ func appFailure(err error) error {
 }
 
 // requestValue builds the handler's Request.
-func requestValue(vm *jsvm.VM, req engine.FetchRequest) (goja.Value, error) {
+func requestValue(vm *jsvm.VM, req appcode.FetchRequest) (goja.Value, error) {
 	w, err := webOf(vm)
 	if err != nil {
 		return nil, err
@@ -147,24 +147,24 @@ func queryPairs(raw string) [][2]string {
 
 // response reads what the handler returned, through web.js's toWire, and
 // copies it out of the runtime.
-func (b *Backend) response(vm *jsvm.VM, v goja.Value) (engine.FetchResponse, error) {
+func (b *Backend) response(vm *jsvm.VM, v goja.Value) (appcode.FetchResponse, error) {
 	w, err := webOf(vm)
 	if err != nil {
-		return engine.FetchResponse{}, err
+		return appcode.FetchResponse{}, err
 	}
 	wire, err := w.toWire(goja.Undefined(), v)
 	if err != nil {
 		var ex *goja.Exception
 		if errors.As(err, &ex) {
-			return engine.FetchResponse{}, errs.New(errs.AppError, "%s: fetch returned no usable response: %s", b.file, ex.Value())
+			return appcode.FetchResponse{}, errs.New(errs.AppError, "%s: fetch returned no usable response: %s", b.file, ex.Value())
 		}
-		return engine.FetchResponse{}, err
+		return appcode.FetchResponse{}, err
 	}
 	o := wire.ToObject(vm.Runtime)
-	resp := engine.FetchResponse{Status: int(o.Get("status").ToInteger()), Header: map[string][]string{}}
+	resp := appcode.FetchResponse{Status: int(o.Get("status").ToInteger()), Header: map[string][]string{}}
 	hs, err := pairs(o.Get("headers"))
 	if err != nil {
-		return engine.FetchResponse{}, fmt.Errorf("%s: fetch response headers: %w", b.file, err)
+		return appcode.FetchResponse{}, fmt.Errorf("%s: fetch response headers: %w", b.file, err)
 	}
 	for _, h := range hs {
 		k := http.CanonicalHeaderKey(h[0])
@@ -173,10 +173,10 @@ func (b *Backend) response(vm *jsvm.VM, v goja.Value) (engine.FetchResponse, err
 	if bv := o.Get("body"); bv != nil && !goja.IsNull(bv) && !goja.IsUndefined(bv) {
 		body, ok := bv.Export().([]byte)
 		if !ok {
-			return engine.FetchResponse{}, fmt.Errorf("%s: fetch response body is not bytes", b.file)
+			return appcode.FetchResponse{}, fmt.Errorf("%s: fetch response body is not bytes", b.file)
 		}
-		if len(body) > engine.MaxFetchResponseBytes {
-			return engine.FetchResponse{}, errs.New(errs.AppError, "%s: fetch returned a body of %d bytes; the limit is %d", b.file, len(body), engine.MaxFetchResponseBytes)
+		if len(body) > appcode.MaxFetchResponseBytes {
+			return appcode.FetchResponse{}, errs.New(errs.AppError, "%s: fetch returned a body of %d bytes; the limit is %d", b.file, len(body), appcode.MaxFetchResponseBytes)
 		}
 		resp.Body = bytes.Clone(body)
 	}

@@ -13,18 +13,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // serve runs the fetch handler of b for one request.
-func serve(t *testing.T, b engine.Backend, hc engine.HandlerContext, method, target string, header map[string][]string, body string) (engine.FetchResponse, error) {
+func serve(t *testing.T, b appcode.Backend, hc appcode.HandlerContext, method, target string, header map[string][]string, body string) (appcode.FetchResponse, error) {
 	t.Helper()
 	u, err := url.Parse("http://handoff.test" + target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := engine.FetchRequest{Method: method, URL: u.String(), Path: strings.TrimPrefix(u.Path, "/apps/alice/jobs/api"), Header: header}
+	req := appcode.FetchRequest{Method: method, URL: u.String(), Path: strings.TrimPrefix(u.Path, "/apps/alice/jobs/api"), Header: header}
 	if body != "" {
 		req.Body = []byte(body)
 	}
@@ -34,7 +34,7 @@ func serve(t *testing.T, b engine.Backend, hc engine.HandlerContext, method, tar
 }
 
 // decodeBody parses a JSON response body.
-func decodeBody(t *testing.T, r engine.FetchResponse) map[string]any {
+func decodeBody(t *testing.T, r appcode.FetchResponse) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.Body, &m); err != nil {
@@ -131,7 +131,7 @@ export async function fetch(request) {
 
 // outbound compiles a fetch handler that calls the URL in ?url= with the
 // global fetch and reports what happened.
-func outbound(t *testing.T, config string) engine.Backend {
+func outbound(t *testing.T, config string) appcode.Backend {
 	return newEnv(t).compile(`
 export const config = { fetch: ` + config + ` };
 export async function fetch(request, ctx) {
@@ -146,7 +146,7 @@ export async function fetch(request, ctx) {
 }`)
 }
 
-func callOut(t *testing.T, b engine.Backend, target string) map[string]any {
+func callOut(t *testing.T, b appcode.Backend, target string) map[string]any {
 	t.Helper()
 	resp, err := serve(t, b, newFake(), "GET", "/apps/alice/jobs/api/?url="+url.QueryEscape(target), nil, "")
 	if err != nil {
@@ -302,7 +302,7 @@ func TestFetchConfigIsCheckedAtDeploy(t *testing.T) {
 		t.Fatalf("config: %+v", f)
 	}
 	d := e.compile(`export const config = {};`).Config().Fetch
-	if len(d.Allow) != 0 || d.Timeout != engine.DefaultFetchTimeout || d.MaxBytes != engine.DefaultFetchMaxBytes {
+	if len(d.Allow) != 0 || d.Timeout != appcode.DefaultFetchTimeout || d.MaxBytes != appcode.DefaultFetchMaxBytes {
 		t.Fatalf("defaults: %+v", d)
 	}
 }
@@ -349,7 +349,7 @@ func TestFetchHandlerWithoutExport(t *testing.T) {
 	if b.Has("fetch") {
 		t.Fatal("Has(fetch) without the export")
 	}
-	_, err := b.Fetch(context.Background(), engine.FetchRequest{Method: "GET"}, newFake())
+	_, err := b.Fetch(context.Background(), appcode.FetchRequest{Method: "GET"}, newFake())
 	if !errs.Is(err, errs.Invalid) {
 		t.Fatalf("err = %v", err)
 	}

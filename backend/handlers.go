@@ -8,8 +8,8 @@ import (
 
 	"github.com/dop251/goja"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/jsvm"
 )
 
@@ -17,21 +17,21 @@ import (
 // the event. An error is the handler's own exception or rejection (with
 // its message and file:line:col), or a limit that stopped it; its message
 // becomes the event's lastError.
-func (b *Backend) OnChange(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+func (b *Backend) OnChange(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 	if b.change == nil {
 		return errs.New(errs.Invalid, "%s exports no onChange function", b.file)
 	}
-	c := &call{hc: hc, handler: "onChange", db: ev.DB}
+	c := &call{hc: hc, handler: appcode.OnChange, db: ev.DB}
 	return b.run(ctx, b.change, c, func(vm *jsvm.VM) (goja.Value, error) { return changeEvent(vm, ev) })
 }
 
 // Scheduled runs scheduled({scheduledTime}, ctx) for one tick. ctx.db
 // has no default database here: a tick is about no particular write.
-func (b *Backend) Scheduled(ctx context.Context, ev engine.TickEvent, hc engine.HandlerContext) error {
-	if !b.Has("scheduled") {
+func (b *Backend) Scheduled(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
+	if !b.Has(appcode.Scheduled) {
 		return errs.New(errs.Invalid, "%s exports no scheduled function", b.file)
 	}
-	c := &call{hc: hc, handler: "scheduled"}
+	c := &call{hc: hc, handler: appcode.Scheduled}
 	return b.run(ctx, b.tick, c, func(vm *jsvm.VM) (goja.Value, error) {
 		o := vm.NewObject()
 		return o, o.Set("scheduledTime", ev.ScheduledTime)
@@ -44,11 +44,11 @@ func (b *Backend) Scheduled(ctx context.Context, ev engine.TickEvent, hc engine.
 func (b *Backend) run(ctx context.Context, pool *jsvm.Pool, c *call, event func(vm *jsvm.VM) (goja.Value, error)) error {
 	var rt *runtime
 	limit := b.cfg.OnChange.Timeout
-	if c.handler == "scheduled" {
+	if c.handler == appcode.Scheduled {
 		limit = b.cfg.Scheduled.Timeout
 	}
 	err := pool.Do(ctx, jsvm.Call{
-		Export:   c.handler,
+		Export:   string(c.handler),
 		Deadline: limit,
 		Group:    c.group(),
 		Args: func(vm *jsvm.VM) ([]goja.Value, error) {
@@ -76,13 +76,13 @@ func (b *Backend) run(ctx context.Context, pool *jsvm.Pool, c *call, event func(
 // runError words how a call failed. The user's exception (a *jsvm.JSError)
 // already reads "backend.js:12:5: Error: message (in onChange)"; a run
 // limit is named after the setting that raises it.
-func (b *Backend) runError(handler string, limit time.Duration, err error) error {
+func (b *Backend) runError(handler appcode.Handler, limit time.Duration, err error) error {
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, jsvm.ErrDeadline) {
 		hint := "make each tick finish sooner, or raise config.scheduled.timeout (at most 1h)"
-		if handler == "onChange" {
+		if handler == appcode.OnChange {
 			hint = "make it finish sooner, or raise config.onChange.timeout (at most 1h)"
 		}
 		return &limitError{err: err, msg: fmt.Sprintf("%s: %s was stopped at its run limit of %v; %s", b.file, handler, limit, hint)}
@@ -107,7 +107,7 @@ func (e *limitError) Unwrap() error { return e.err }
 // struct and parsing it back. (A JS object-literal factory called with
 // the seven values measured no faster in BenchmarkOnChange.) oldDoc is
 // parsed on first use: most handlers decide on doc alone.
-func changeEvent(vm *jsvm.VM, ev engine.ChangeEvent) (goja.Value, error) {
+func changeEvent(vm *jsvm.VM, ev appcode.ChangeEvent) (goja.Value, error) {
 	doc, err := vm.ParseJSON(ev.Doc)
 	if err != nil {
 		return nil, fmt.Errorf("onChange event doc: %w", err)

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/jsvm"
 )
 
@@ -24,7 +24,7 @@ func TestOnChangeReceivesTheEvent(t *testing.T) {
 }`)
 	hc := newFake()
 	doc := json.RawMessage(`{"_id":"j1","_rev":"2-b","status":"pending","n":1}`)
-	ev := engine.ChangeEvent{DB: "jobs", DocID: "j1", Doc: doc, OldDoc: json.RawMessage(`{"_id":"j1","_rev":"1-a"}`), Seq: 42, Attempt: 3}
+	ev := appcode.ChangeEvent{DB: "jobs", DocID: "j1", Doc: doc, OldDoc: json.RawMessage(`{"_id":"j1","_rev":"1-a"}`), Seq: 42, Attempt: 3}
 	if err := b.OnChange(context.Background(), ev, hc); err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestOnChangeReceivesTheEvent(t *testing.T) {
 		t.Fatalf("event\n got %s\nwant %s", got, want)
 	}
 	// A delete: doc and oldDoc are null when absent.
-	ev = engine.ChangeEvent{DB: "jobs", DocID: "j2", Seq: 43, Deleted: true, Attempt: 1}
+	ev = appcode.ChangeEvent{DB: "jobs", DocID: "j2", Seq: 43, Deleted: true, Attempt: 1}
 	if err := b.OnChange(context.Background(), ev, hc); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestOnChangeOldDocIsAnOrdinaryProperty(t *testing.T) {
     after: event.oldDoc, d: Object.getOwnPropertyDescriptor(event, "oldDoc").writable }, { db: "out" })
 }`)
 	hc := newFake()
-	ev := engine.ChangeEvent{DB: "jobs", DocID: "j1", Doc: json.RawMessage(`{"_id":"j1","_rev":"2-b"}`),
+	ev := appcode.ChangeEvent{DB: "jobs", DocID: "j1", Doc: json.RawMessage(`{"_id":"j1","_rev":"2-b"}`),
 		OldDoc: json.RawMessage(`{"_id":"j1","_rev":"1-a","status":"pending"}`), Seq: 7, Attempt: 1}
 	if err := b.OnChange(context.Background(), ev, hc); err != nil {
 		t.Fatal(err)
@@ -260,7 +260,7 @@ export async function scheduled(event, ctx) {
 	if hc.mustDoc(t, "other", "y")["sawX"] != true {
 		t.Fatal("get did not default to the event's database")
 	}
-	if err := b.Scheduled(context.Background(), engine.TickEvent{ScheduledTime: 1234}, hc); err != nil {
+	if err := b.Scheduled(context.Background(), appcode.TickEvent{ScheduledTime: 1234}, hc); err != nil {
 		t.Fatal(err)
 	}
 	tick := hc.mustDoc(t, "ticks", "tick")

@@ -16,8 +16,8 @@ import (
 
 	"github.com/handoff-run/handoff/backend"
 	"github.com/handoff-run/handoff/clock"
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/jsvm"
 )
 
@@ -51,7 +51,7 @@ func virtualAfterFunc(v *clock.Virtual) func(time.Duration, func()) func() bool 
 }
 
 // compile compiles src as backend.js and closes it when the test ends.
-func (e *env) compile(src string) engine.Backend {
+func (e *env) compile(src string) appcode.Backend {
 	e.t.Helper()
 	b, err := e.c.CompileBackend("backend.js", src)
 	if err != nil {
@@ -101,7 +101,7 @@ func (e *env) waitTimers(n int) {
 }
 
 // onChangeAsync runs OnChange on its own goroutine.
-func onChangeAsync(b engine.Backend, ev engine.ChangeEvent, hc engine.HandlerContext) <-chan error {
+func onChangeAsync(b appcode.Backend, ev appcode.ChangeEvent, hc appcode.HandlerContext) <-chan error {
 	done := make(chan error, 1)
 	go func() { done <- b.OnChange(context.Background(), ev, hc) }()
 	return done
@@ -121,11 +121,11 @@ func wait(t testing.TB, done <-chan error) error {
 }
 
 // event is a change event of a document as the fake stores it.
-func event(db, id string, doc json.RawMessage) engine.ChangeEvent {
-	return engine.ChangeEvent{DB: db, DocID: id, Doc: doc, Seq: 1, Attempt: 1}
+func event(db, id string, doc json.RawMessage) appcode.ChangeEvent {
+	return appcode.ChangeEvent{DB: db, DocID: id, Doc: doc, Seq: 1, Attempt: 1}
 }
 
-// fakeHC is an in-memory engine.HandlerContext: revisions, ifRev and
+// fakeHC is an in-memory appcode.HandlerContext: revisions, ifRev and
 // ifAbsent as the engine does them, queries by field, a log and secrets.
 type fakeHC struct {
 	owner, name string
@@ -156,10 +156,10 @@ func newFake() *fakeHC {
 
 func (f *fakeHC) App() (string, string) { return f.owner, f.name }
 
-func (f *fakeHC) Put(_ context.Context, db, id string, body json.RawMessage, o engine.PutOptions) (engine.WriteResult, error) {
+func (f *fakeHC) Put(_ context.Context, db, id string, body json.RawMessage, o appcode.PutOptions) (appcode.WriteResult, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(body, &doc); err != nil {
-		return engine.WriteResult{}, errs.New(errs.Invalid, "the document is not a JSON object: %v", err)
+		return appcode.WriteResult{}, errs.New(errs.Invalid, "the document is not a JSON object: %v", err)
 	}
 	delete(doc, "_rev") // a _rev in the body is ignored, as by the engine
 	f.mu.Lock()
@@ -175,33 +175,33 @@ func (f *fakeHC) Put(_ context.Context, db, id string, body json.RawMessage, o e
 	doc["_id"] = id
 	if f.forbid != nil {
 		if reason := f.forbid(db, doc); reason != "" {
-			return engine.WriteResult{}, &errs.Error{Code: errs.Forbidden, Reason: reason, Message: "access.js refused the write: " + reason}
+			return appcode.WriteResult{}, &errs.Error{Code: errs.Forbidden, Reason: reason, Message: "access.js refused the write: " + reason}
 		}
 	}
 	head := f.docs[db][id]
 	if o.IfAbsent && head != nil {
-		return engine.WriteResult{ID: id, Rev: head["_rev"].(string), Existing: true}, nil
+		return appcode.WriteResult{ID: id, Rev: head["_rev"].(string), Existing: true}, nil
 	}
 	if o.IfRev != "" && (head == nil || head["_rev"] != o.IfRev) {
-		return engine.WriteResult{}, errs.New(errs.Conflict, "%s/%s is no longer at revision %s; read it again and retry", db, id, o.IfRev)
+		return appcode.WriteResult{}, errs.New(errs.Conflict, "%s/%s is no longer at revision %s; read it again and retry", db, id, o.IfRev)
 	}
 	return f.commit(db, id, doc), nil
 }
 
-func (f *fakeHC) commit(db, id string, doc map[string]any) engine.WriteResult {
+func (f *fakeHC) commit(db, id string, doc map[string]any) appcode.WriteResult {
 	key := db + "/" + id
 	f.gen[key]++
 	rev := fmt.Sprintf("%d-r", f.gen[key])
 	if doc == nil {
 		delete(f.docs[db], id)
-		return engine.WriteResult{ID: id, Rev: rev}
+		return appcode.WriteResult{ID: id, Rev: rev}
 	}
 	doc["_rev"] = rev
 	if f.docs[db] == nil {
 		f.docs[db] = map[string]map[string]any{}
 	}
 	f.docs[db][id] = doc
-	return engine.WriteResult{ID: id, Rev: rev}
+	return appcode.WriteResult{ID: id, Rev: rev}
 }
 
 func (f *fakeHC) Get(_ context.Context, db, id string) (json.RawMessage, error) {
@@ -214,26 +214,26 @@ func (f *fakeHC) Get(_ context.Context, db, id string) (json.RawMessage, error) 
 	return json.Marshal(doc)
 }
 
-func (f *fakeHC) Delete(_ context.Context, db, id, ifRev string) (engine.WriteResult, error) {
+func (f *fakeHC) Delete(_ context.Context, db, id, ifRev string) (appcode.WriteResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	head := f.docs[db][id]
 	if head == nil {
-		return engine.WriteResult{}, errs.New(errs.NotFound, "%s/%s does not exist", db, id)
+		return appcode.WriteResult{}, errs.New(errs.NotFound, "%s/%s does not exist", db, id)
 	}
 	if ifRev != "" && head["_rev"] != ifRev {
-		return engine.WriteResult{}, errs.New(errs.Conflict, "%s/%s is no longer at revision %s", db, id, ifRev)
+		return appcode.WriteResult{}, errs.New(errs.Conflict, "%s/%s is no longer at revision %s", db, id, ifRev)
 	}
 	return f.commit(db, id, nil), nil
 }
 
-func (f *fakeHC) Query(_ context.Context, db, field string, key json.RawMessage, limit int, after string) (engine.Page, error) {
+func (f *fakeHC) Query(_ context.Context, db, field string, key json.RawMessage, limit int, after string) (appcode.Page, error) {
 	if limit <= 0 {
 		limit = 100
 	}
 	var want any
 	if err := json.Unmarshal(key, &want); err != nil {
-		return engine.Page{}, errs.New(errs.Invalid, "bad key: %v", err)
+		return appcode.Page{}, errs.New(errs.Invalid, "bad key: %v", err)
 	}
 	wantJSON, _ := json.Marshal(want)
 	f.mu.Lock()
@@ -246,7 +246,7 @@ func (f *fakeHC) Query(_ context.Context, db, field string, key json.RawMessage,
 		}
 	}
 	slices.SortFunc(ids, cmp.Compare)
-	var page engine.Page
+	var page appcode.Page
 	for i, id := range ids {
 		if i == limit {
 			page.Next = ids[i-1]

@@ -8,7 +8,7 @@ import (
 
 	"github.com/dop251/goja"
 
-	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/jsvm"
 )
 
@@ -42,8 +42,8 @@ type runtime struct {
 
 // call is one handler invocation.
 type call struct {
-	hc      engine.HandlerContext
-	handler string // "onChange", "scheduled" or "fetch"
+	hc      appcode.HandlerContext
+	handler appcode.Handler
 	db      string // database ctx.db defaults to; "" when it must be named
 
 	mu     sync.Mutex

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/appdir"
-	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/apptest"
 	"github.com/handoff-run/handoff/jsvm"
 )
@@ -93,7 +93,7 @@ export async function resize(input, key) {
 
 // runSeedJobs plays the sample's life of a job: a claim and a finish, a
 // stale redelivery, and a sweep of expired leases.
-func runSeedJobs(t *testing.T, e *env, b engine.Backend) {
+func runSeedJobs(t *testing.T, e *env, b appcode.Backend) {
 	t.Helper()
 	if cfg := b.Config(); cfg.Scheduled.Interval != 30*time.Second || !b.Has("onChange") || !b.Has("scheduled") {
 		t.Fatalf("config %+v, handlers onChange=%v scheduled=%v", cfg, b.Has("onChange"), b.Has("scheduled"))
@@ -101,7 +101,7 @@ func runSeedJobs(t *testing.T, e *env, b engine.Backend) {
 	ctx := context.Background()
 	hc := newFake()
 	pending := hc.seed("jobs", map[string]any{"_id": "j1", "type": "job", "status": "pending", "input": "cat.png", "attempts": 0})
-	ev := engine.ChangeEvent{DB: "jobs", DocID: "j1", Doc: pending, Seq: 1, Attempt: 1}
+	ev := appcode.ChangeEvent{DB: "jobs", DocID: "j1", Doc: pending, Seq: 1, Attempt: 1}
 
 	// The event of a pending job claims it and finishes it.
 	if err := b.OnChange(ctx, ev, hc); err != nil {
@@ -134,7 +134,7 @@ func runSeedJobs(t *testing.T, e *env, b engine.Backend) {
 	hc.seed("jobs", map[string]any{"_id": "j2", "type": "job", "status": "running", "attempts": 1, "leaseUntil": now - 1})
 	hc.seed("jobs", map[string]any{"_id": "j3", "type": "job", "status": "running", "attempts": 3, "leaseUntil": now - 1})
 	hc.seed("jobs", map[string]any{"_id": "j4", "type": "job", "status": "running", "attempts": 1, "leaseUntil": now + 10_000})
-	if err := b.Scheduled(ctx, engine.TickEvent{ScheduledTime: now}, hc); err != nil {
+	if err := b.Scheduled(ctx, appcode.TickEvent{ScheduledTime: now}, hc); err != nil {
 		t.Fatal(err)
 	}
 	for id, want := range map[string]string{"j2": "pending", "j3": "failed", "j4": "running", "j1": "done"} {

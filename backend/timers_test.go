@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/backend"
-	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/jsvm"
 )
 
@@ -186,7 +186,7 @@ export async function scheduled(event, ctx) {
 }`)
 	hc := newFake()
 	done := make(chan error, 1)
-	go func() { done <- b.Scheduled(context.Background(), engine.TickEvent{ScheduledTime: 1}, hc) }()
+	go func() { done <- b.Scheduled(context.Background(), appcode.TickEvent{ScheduledTime: 1}, hc) }()
 	e.waitTimers(2)
 	e.clock.Advance(150 * time.Second)
 	err := wait(t, done)

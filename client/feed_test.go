@@ -16,6 +16,7 @@ import (
 	"github.com/handoff-run/handoff/client"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/server"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
@@ -92,7 +93,7 @@ func newFeedEnv(t *testing.T, heartbeat time.Duration) *feedEnv {
 
 func (en *feedEnv) put(t *testing.T, db, id, body string) int64 {
 	t.Helper()
-	r, err := en.e.Put(context.Background(), aliceActor, "alice/jobs", db, id, []byte(body), engine.PutOptions{})
+	r, err := en.e.Put(context.Background(), aliceActor, "alice/jobs", db, id, []byte(body), appcode.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

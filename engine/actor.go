@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -18,7 +19,7 @@ type Actor struct {
 	App string
 	// Handler is set only for writes made by the app's own backend
 	// ("onChange", "scheduled", "fetch").
-	Handler string
+	Handler appcode.Handler
 	// Path says how the call arrived, for the ledger: "http", "cli",
 	// "import" or the handler's name.
 	Path string
@@ -32,12 +33,12 @@ type Actor struct {
 }
 
 func (a Actor) writer() store.Writer {
-	return store.Writer{User: a.User, Device: a.Device, Handler: a.Handler}
+	return store.Writer{User: a.User, Device: a.Device, Handler: string(a.Handler)}
 }
 
 func (a Actor) path() string {
 	if a.Handler != "" {
-		return a.Handler
+		return string(a.Handler)
 	}
 	if a.Path == "" {
 		return "http"

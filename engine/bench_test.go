@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -72,7 +73,7 @@ func BenchmarkPut(b *testing.B) {
 				for range n {
 					id := fmt.Sprintf("doc-%09d", next.Add(1))
 					t0 := time.Now()
-					if _, err := env.e.Put(ctx, env.actor, "bench/app", "jobs", id, benchDoc, engine.PutOptions{}); err != nil {
+					if _, err := env.e.Put(ctx, env.actor, "bench/app", "jobs", id, benchDoc, appcode.PutOptions{}); err != nil {
 						b.Error(err)
 						return
 					}
@@ -104,7 +105,7 @@ func BenchmarkGet(b *testing.B) {
 	ctx := context.Background()
 	const n = 1000
 	for i := range n {
-		if _, err := env.e.Put(ctx, env.actor, "bench/app", "jobs", fmt.Sprintf("doc-%d", i), benchDoc, engine.PutOptions{}); err != nil {
+		if _, err := env.e.Put(ctx, env.actor, "bench/app", "jobs", fmt.Sprintf("doc-%d", i), benchDoc, appcode.PutOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -135,7 +136,7 @@ func BenchmarkQuery(b *testing.B) {
 			env := newBenchEnv(b)
 			ctx := context.Background()
 			// One real put creates the database and learns the app id.
-			if _, err := env.e.Put(ctx, env.actor, "bench/app", "jobs", "seed", benchDoc, engine.PutOptions{}); err != nil {
+			if _, err := env.e.Put(ctx, env.actor, "bench/app", "jobs", "seed", benchDoc, appcode.PutOptions{}); err != nil {
 				b.Fatal(err)
 			}
 			fill(b, env.st.Path(), size)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
@@ -55,7 +56,7 @@ func TestLoadBeforeAChangeIsNotCached(t *testing.T) {
 	if err := e.AddMember(ctx, alice, "alice/app", "bob", engine.RoleEditor); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Put(ctx, alice, "alice/app", "d", "doc", []byte(`{}`), engine.PutOptions{}); err != nil {
+	if _, err := e.Put(ctx, alice, "alice/app", "d", "doc", []byte(`{}`), appcode.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 

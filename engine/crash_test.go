@@ -11,6 +11,7 @@ import (
 
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/postgres"
 	"github.com/handoff-run/handoff/store/sqlite"
@@ -56,7 +57,7 @@ func newCrashRig(t *testing.T, b *goBackend) *crashRig {
 	r := &crashRig{t: t, dir: t.TempDir(), clk: clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC)), b: b}
 	b.cfg.OnChange.Concurrency = max(b.cfg.OnChange.Concurrency, 1)
 	if b.cfg.OnChange.Timeout == 0 {
-		b.cfg.OnChange.Timeout = engine.DefaultRunTimeout
+		b.cfg.OnChange.Timeout = appcode.DefaultRunTimeout
 	}
 	r.boot(true)
 	t.Cleanup(func() {
@@ -122,14 +123,14 @@ func (r *crashRig) event(seq int64, what string, cond func(engine.EventInfo) boo
 }
 
 // recv waits for the next run.
-func recv(t *testing.T, runs <-chan engine.ChangeEvent) engine.ChangeEvent {
+func recv(t *testing.T, runs <-chan appcode.ChangeEvent) appcode.ChangeEvent {
 	t.Helper()
 	select {
 	case ev := <-runs:
 		return ev
 	case <-time.After(15 * time.Second):
 		t.Fatal("no onChange run")
-		return engine.ChangeEvent{}
+		return appcode.ChangeEvent{}
 	}
 }
 
@@ -139,8 +140,8 @@ func recv(t *testing.T, runs <-chan engine.ChangeEvent) engine.ChangeEvent {
 // with jitter) and is parked as dead after maxAttempts crashes, while
 // the other events of the app are delivered as usual.
 func TestPoisonEventBacksOffAcrossCrashes(t *testing.T) {
-	runs := make(chan engine.ChangeEvent, 10)
-	b := &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+	runs := make(chan appcode.ChangeEvent, 10)
+	b := &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		runs <- ev
 		if ev.DocID == "poison" {
 			<-ctx.Done() // in flight until the server dies
@@ -152,7 +153,7 @@ func TestPoisonEventBacksOffAcrossCrashes(t *testing.T) {
 	r := newCrashRig(t, b)
 	ctx := context.Background()
 	alice := engine.Actor{User: "alice"}
-	res, err := r.e.Put(ctx, alice, "alice/app", "jobs", "poison", []byte(`{}`), engine.PutOptions{})
+	res, err := r.e.Put(ctx, alice, "alice/app", "jobs", "poison", []byte(`{}`), appcode.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestPoisonEventBacksOffAcrossCrashes(t *testing.T) {
 			t.Fatalf("after crash %d the event waits %v, want the backoff of %v ± 10%%", attempt-1, wait, first)
 		}
 		// Other events go out meanwhile.
-		other, err := r.e.Put(ctx, alice, "alice/app", "jobs", "fine", []byte(`{}`), engine.PutOptions{})
+		other, err := r.e.Put(ctx, alice, "alice/app", "jobs", "fine", []byte(`{}`), appcode.PutOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +204,7 @@ func TestPoisonEventBacksOffAcrossCrashes(t *testing.T) {
 		t.Fatalf("run %+v of an event out of attempts", got)
 	default:
 	}
-	other, err := r.e.Put(ctx, alice, "alice/app", "jobs", "after", []byte(`{}`), engine.PutOptions{})
+	other, err := r.e.Put(ctx, alice, "alice/app", "jobs", "after", []byte(`{}`), appcode.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,15 +217,15 @@ func TestPoisonEventBacksOffAcrossCrashes(t *testing.T) {
 // gives its runs back: after the restart the event runs at once, as the
 // same attempt.
 func TestStoppedRunCostsNoAttempt(t *testing.T) {
-	runs := make(chan engine.ChangeEvent, 10)
-	b := &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+	runs := make(chan appcode.ChangeEvent, 10)
+	b := &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		runs <- ev
 		<-ctx.Done()
 		return ctx.Err()
 	}}
 	b.cfg.OnChange.MaxAttempts = 1
 	r := newCrashRig(t, b)
-	res, err := r.e.Put(context.Background(), engine.Actor{User: "alice"}, "alice/app", "jobs", "j", []byte(`{}`), engine.PutOptions{})
+	res, err := r.e.Put(context.Background(), engine.Actor{User: "alice"}, "alice/app", "jobs", "j", []byte(`{}`), appcode.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,8 +258,8 @@ func (s startedBy) StartEvent(ctx context.Context, appID, seq int64) error {
 // lease has run out counts that run as a failed attempt and backs off
 // from there, instead of running the event at once.
 func TestNodesCountTheRunOfADeadNode(t *testing.T) {
-	runs := make(chan engine.ChangeEvent, 10)
-	b := &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+	runs := make(chan appcode.ChangeEvent, 10)
+	b := &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		runs <- ev
 		if ev.Attempt == 1 {
 			<-ctx.Done()
@@ -273,7 +274,7 @@ func TestNodesCountTheRunOfADeadNode(t *testing.T) {
 		nodes[i] = &mortalStore{Store: st}
 		return startedBy{nodes[i], i, started}
 	})
-	res, err := es[0].Put(context.Background(), engine.Actor{User: "alice"}, "alice/app", "jobs", "j", []byte(`{}`), engine.PutOptions{})
+	res, err := es[0].Put(context.Background(), engine.Actor{User: "alice"}, "alice/app", "jobs", "j", []byte(`{}`), appcode.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

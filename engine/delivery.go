@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/clock"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -68,7 +69,7 @@ func (ar *appRunner) deliver() {
 		if err == nil {
 			ar.follow(app)
 		}
-		if err == nil && be != nil && be.Has("onChange") {
+		if err == nil && be != nil && be.Has(appcode.OnChange) {
 			// Sleep until the next retry falls due, unless woken first.
 			// While every slot is taken there is nothing to look up: the
 			// end of a batch wakes this loop, which looks then.
@@ -114,7 +115,7 @@ func (ar *appRunner) follow(app *appState) {
 
 // claim starts runs while there are free slots and due events. It
 // reports busy when it stopped because every slot is taken.
-func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
+func (ar *appRunner) claim(app *appState, be appcode.Backend) (busy bool) {
 	e, ctx := ar.r.e, ar.r.ctx
 	cfg := be.Config().OnChange
 	exclusive := cfg.Concurrency == 1
@@ -168,7 +169,7 @@ func (ar *appRunner) claim(app *appState, be Backend) (busy bool) {
 // run delivers events in a slot of its own, one after another in seq
 // order, until ctx ends. Once an event of a document fails, the later
 // events of that document go back: they wait for its retry.
-func (ar *appRunner) run(ctx context.Context, app *appState, be Backend, evs []store.Event) {
+func (ar *appRunner) run(ctx context.Context, app *appState, be appcode.Backend, evs []store.Event) {
 	if len(evs) == 0 {
 		return
 	}
@@ -239,7 +240,7 @@ var errInterrupted = errors.New("the server stopped while this run was in flight
 // an event whose handler brings the server down is not run again at once
 // after each restart, but backs off like any failure and is parked as
 // dead after maxAttempts, while the server goes on with other work.
-func (ar *appRunner) interrupted(app *appState, be Backend, evs []store.Event) []store.Event {
+func (ar *appRunner) interrupted(app *appState, be appcode.Backend, evs []store.Event) []store.Event {
 	rest := evs[:0]
 	for _, ev := range evs {
 		if ev.Interrupted {
@@ -253,9 +254,9 @@ func (ar *appRunner) interrupted(app *appState, be Backend, evs []store.Event) [
 
 // changeEvent builds onChange's event from an outbox entry: the document
 // as it was committed, whatever happened to it since.
-func changeEvent(ev store.Event) ChangeEvent {
+func changeEvent(ev store.Event) appcode.ChangeEvent {
 	r := ev.Rev
-	ce := ChangeEvent{DB: r.DB, DocID: r.ID, Seq: ev.Seq, Deleted: r.Deleted, Attempt: ev.Attempts + 1,
+	ce := appcode.ChangeEvent{DB: r.DB, DocID: r.ID, Seq: ev.Seq, Deleted: r.Deleted, Attempt: ev.Attempts + 1,
 		Doc: DocJSON(r.ID, r.Rev, r.Deleted, r.Body)}
 	if ev.Old != nil {
 		ce.OldDoc = DocJSON(r.ID, ev.Old.Rev, false, ev.Old.Body)
@@ -265,7 +266,7 @@ func changeEvent(ev store.Event) ChangeEvent {
 
 // deliverOne runs one event and settles it. It reports whether the event
 // was acked.
-func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be Backend, ev store.Event) (acked bool) {
+func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be appcode.Backend, ev store.Event) (acked bool) {
 	e := ar.r.e
 	e.activity.Add(1)
 	defer e.activity.Add(1)
@@ -299,7 +300,7 @@ func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be Backend, 
 		origin = ev.Seq
 	}
 	hc := &handlerCtx{e: e, app: app, actor: Actor{User: ev.Rev.Writer.User, Device: ev.Rev.Writer.Device,
-		Admin: ev.Rev.Writer.User == AdminUser && ev.Rev.Writer.Device == "", Handler: "onChange", Depth: ev.Depth + 1, Origin: origin}}
+		Admin: ev.Rev.Writer.User == AdminUser && ev.Rev.Writer.Device == "", Handler: appcode.OnChange, Depth: ev.Depth + 1, Origin: origin}}
 	err := be.OnChange(ctx, changeEvent(ev), hc)
 	if err == nil {
 		e.settle(ar, ev.Seq, store.Settlement{Ack: true})
@@ -320,7 +321,7 @@ func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be Backend, 
 
 // failed settles a run that failed, the attempts-th: a retry after the
 // backoff, or dead once out of attempts.
-func (ar *appRunner) failed(app *appState, be Backend, ev store.Event, attempts int, err error) {
+func (ar *appRunner) failed(app *appState, be appcode.Backend, ev store.Event, attempts int, err error) {
 	e := ar.r.e
 	cfg := be.Config().OnChange
 	where := fmt.Sprintf("onChange for %s/%s (seq %d, attempt %d)", ev.Rev.DB, ev.Rev.ID, ev.Seq, attempts)

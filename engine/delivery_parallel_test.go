@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/sim"
 )
 
@@ -28,7 +28,7 @@ func newDocRuns(t *testing.T) *docRuns {
 	return &docRuns{t: t, running: map[string]int64{}, last: map[string]int64{}}
 }
 
-func (d *docRuns) begin(ev engine.ChangeEvent) {
+func (d *docRuns) begin(ev appcode.ChangeEvent) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if seq, ok := d.running[ev.DocID]; ok {
@@ -42,7 +42,7 @@ func (d *docRuns) begin(ev engine.ChangeEvent) {
 	d.most = max(d.most, d.now)
 }
 
-func (d *docRuns) end(ev engine.ChangeEvent) {
+func (d *docRuns) end(ev appcode.ChangeEvent) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.running, ev.DocID)
@@ -70,7 +70,7 @@ func TestDocumentOrderUnderParallelRuns(t *testing.T) {
 	dir := sim.WriteApp(t, map[string]string{"backend.js": fmt.Sprintf(`
 export const config = { onChange: { concurrency: %d } };
 export async function onChange() {}`, concurrency)})
-	env = sim.New(t, sim.Options{Dir: dir, OnChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext, next sim.NextFunc) error {
+	env = sim.New(t, sim.Options{Dir: dir, OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext, next sim.NextFunc) error {
 		runs.begin(ev)
 		defer runs.end(ev)
 		rmu.Lock()

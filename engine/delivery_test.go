@@ -12,6 +12,7 @@ import (
 
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
@@ -19,25 +20,25 @@ import (
 // goBackend is a backend.js stand-in written in Go, so the delivery
 // machinery is tested without the JavaScript VM.
 type goBackend struct {
-	cfg       engine.BackendConfig
-	onChange  func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error
-	scheduled func(ctx context.Context, ev engine.TickEvent, hc engine.HandlerContext) error
-	fetch     func(ctx context.Context, req engine.FetchRequest, hc engine.HandlerContext) (engine.FetchResponse, error)
+	cfg       appcode.BackendConfig
+	onChange  func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error
+	scheduled func(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error
+	fetch     func(ctx context.Context, req appcode.FetchRequest, hc appcode.HandlerContext) (appcode.FetchResponse, error)
 }
 
-func (b *goBackend) Config() engine.BackendConfig { return b.cfg }
-func (b *goBackend) Has(h string) bool {
+func (b *goBackend) Config() appcode.BackendConfig { return b.cfg }
+func (b *goBackend) Has(h appcode.Handler) bool {
 	return h == "onChange" && b.onChange != nil || h == "scheduled" && b.scheduled != nil || h == "fetch" && b.fetch != nil
 }
-func (b *goBackend) OnChange(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+func (b *goBackend) OnChange(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 	return b.onChange(ctx, ev, hc)
 }
-func (b *goBackend) Scheduled(ctx context.Context, ev engine.TickEvent, hc engine.HandlerContext) error {
+func (b *goBackend) Scheduled(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
 	return b.scheduled(ctx, ev, hc)
 }
-func (b *goBackend) Fetch(ctx context.Context, req engine.FetchRequest, hc engine.HandlerContext) (engine.FetchResponse, error) {
+func (b *goBackend) Fetch(ctx context.Context, req appcode.FetchRequest, hc appcode.HandlerContext) (appcode.FetchResponse, error) {
 	if b.fetch == nil {
-		return engine.FetchResponse{}, errors.New("no fetch handler")
+		return appcode.FetchResponse{}, errors.New("no fetch handler")
 	}
 	return b.fetch(ctx, req, hc)
 }
@@ -45,11 +46,11 @@ func (b *goBackend) Close() {}
 
 type goCompiler struct{ b *goBackend }
 
-func (c goCompiler) CompileBackend(string, string) (engine.Backend, error) { return c.b, nil }
+func (c goCompiler) CompileBackend(string, string) (appcode.Backend, error) { return c.b, nil }
 
 type nopRuntime struct{}
 
-func (nopRuntime) CompileAccess(string, string) (engine.AccessFunc, error) {
+func (nopRuntime) CompileAccess(string, string) (appcode.AccessFunc, error) {
 	return nil, errors.New("no access.js in these tests")
 }
 func (nopRuntime) CheckBackend(string, string) error { return nil }
@@ -86,7 +87,7 @@ func newDeliveryEnv(t *testing.T, b *goBackend) *deliveryEnv {
 	b.cfg.OnChange.Concurrency = max(b.cfg.OnChange.Concurrency, 1)
 	b.cfg.OnChange.MaxAttempts = max(b.cfg.OnChange.MaxAttempts, 1)
 	if b.cfg.OnChange.Timeout == 0 {
-		b.cfg.OnChange.Timeout = engine.DefaultRunTimeout
+		b.cfg.OnChange.Timeout = appcode.DefaultRunTimeout
 	}
 	e := engine.New(st, engine.Options{Clock: clk, Runtime: nopRuntime{}, Backends: goCompiler{b}})
 	deployGoApp(t, e)
@@ -99,9 +100,9 @@ func newDeliveryEnv(t *testing.T, b *goBackend) *deliveryEnv {
 
 func TestOnChangeSeesEveryCommitInOrder(t *testing.T) {
 	var mu sync.Mutex
-	var seen []engine.ChangeEvent
+	var seen []appcode.ChangeEvent
 	done := make(chan struct{}, 100)
-	env := newDeliveryEnv(t, &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+	env := newDeliveryEnv(t, &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		mu.Lock()
 		seen = append(seen, ev)
 		mu.Unlock()
@@ -109,11 +110,11 @@ func TestOnChangeSeesEveryCommitInOrder(t *testing.T) {
 		return nil
 	}})
 	ctx := context.Background()
-	r1, err := env.e.Put(ctx, env.owner, "alice/app", "jobs", "j1", []byte(`{"status":"pending"}`), engine.PutOptions{})
+	r1, err := env.e.Put(ctx, env.owner, "alice/app", "jobs", "j1", []byte(`{"status":"pending"}`), appcode.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.e.Put(ctx, env.owner, "alice/app", "jobs", "j1", []byte(`{"status":"running"}`), engine.PutOptions{IfRev: r1.Rev})
+	env.e.Put(ctx, env.owner, "alice/app", "jobs", "j1", []byte(`{"status":"running"}`), appcode.PutOptions{IfRev: r1.Rev})
 	env.e.Delete(ctx, env.owner, "alice/app", "jobs", "j1", "")
 	for range 3 {
 		<-done
@@ -134,19 +135,19 @@ func TestOnChangeSeesEveryCommitInOrder(t *testing.T) {
 }
 
 func TestFailedEventIsRedeliveredAfterBackoffThenDead(t *testing.T) {
-	attempts := make(chan engine.ChangeEvent, 10)
+	attempts := make(chan appcode.ChangeEvent, 10)
 	env := newDeliveryEnv(t, &goBackend{
-		cfg: func() engine.BackendConfig {
-			var c engine.BackendConfig
+		cfg: func() appcode.BackendConfig {
+			var c appcode.BackendConfig
 			c.OnChange.MaxAttempts = 3
 			return c
 		}(),
-		onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+		onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 			attempts <- ev
 			return errors.New("boom")
 		}})
 	ctx := context.Background()
-	env.e.Put(ctx, env.owner, "alice/app", "jobs", "j1", []byte(`{"status":"pending"}`), engine.PutOptions{})
+	env.e.Put(ctx, env.owner, "alice/app", "jobs", "j1", []byte(`{"status":"pending"}`), appcode.PutOptions{})
 	first := <-attempts
 	second, waited := nextAttempt(t, env.clk, attempts)
 	if second.Attempt != 2 || string(second.Doc) != string(first.Doc) || waited < 9*time.Second || waited > 40*time.Second {
@@ -180,7 +181,7 @@ func TestFailedEventIsRedeliveredAfterBackoffThenDead(t *testing.T) {
 // run arrives, and says how much virtual time that took. Stepping, not
 // jumping to a timer: other timers (lease renewals) are armed too, and
 // the retry's may be armed only after the failure is settled.
-func nextAttempt(t *testing.T, clk *clock.Virtual, attempts <-chan engine.ChangeEvent) (engine.ChangeEvent, time.Duration) {
+func nextAttempt(t *testing.T, clk *clock.Virtual, attempts <-chan appcode.ChangeEvent) (appcode.ChangeEvent, time.Duration) {
 	t.Helper()
 	start := clk.Now()
 	for range 600 {
@@ -192,7 +193,7 @@ func nextAttempt(t *testing.T, clk *clock.Virtual, attempts <-chan engine.Change
 		}
 	}
 	t.Fatal("no new attempt within 10 virtual minutes")
-	return engine.ChangeEvent{}, 0
+	return appcode.ChangeEvent{}, 0
 }
 
 func waitTimer(t *testing.T, clk *clock.Virtual) {
@@ -232,7 +233,7 @@ func startWithWaiting(t *testing.T, st store.Store, b *goBackend, n int, o engin
 	e := engine.New(st, o)
 	deployGoApp(t, e)
 	for i := range n {
-		if _, err := e.Put(ctx, engine.Actor{User: "alice"}, "alice/app", "jobs", fmt.Sprint("j", i), []byte(`{}`), engine.PutOptions{}); err != nil {
+		if _, err := e.Put(ctx, engine.Actor{User: "alice"}, "alice/app", "jobs", fmt.Sprint("j", i), []byte(`{}`), appcode.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -264,7 +265,7 @@ func TestFreeSlotTakesTheNextEvent(t *testing.T) {
 		release[seq] = make(chan struct{})
 	}
 	started := make(chan int64, 100)
-	b := &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+	b := &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		mu.Lock()
 		running[ev.Seq] = true
 		most = max(most, len(running))
@@ -276,7 +277,7 @@ func TestFreeSlotTakesTheNextEvent(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}}
-	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 5, 1, engine.DefaultRunTimeout
+	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 5, 1, appcode.DefaultRunTimeout
 	e := startWithWaiting(t, st, b, 25, engine.Options{PollEvery: time.Hour})
 	var first []int64
 	for range 5 {
@@ -323,11 +324,11 @@ func TestBatchEndWakesAStarvedDeliverer(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	seen := make(chan int64, 100)
-	b := &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+	b := &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		seen <- ev.Seq
 		return nil
 	}}
-	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 1, 1, engine.DefaultRunTimeout
+	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 1, 1, appcode.DefaultRunTimeout
 	startWithWaiting(t, st, b, 25, engine.Options{PollEvery: time.Hour})
 	for want := int64(1); want <= 25; want++ {
 		select {
@@ -346,15 +347,15 @@ func TestBatchEndWakesAStarvedDeliverer(t *testing.T) {
 // access.js lets the admin write), as it acts as any other writer.
 func TestOnChangeActsAsTheAdmin(t *testing.T) {
 	res := make(chan error, 4)
-	env := newDeliveryEnv(t, &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+	env := newDeliveryEnv(t, &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		if ev.DB == "in" {
-			_, err := hc.Put(ctx, "out", ev.DocID, []byte(`{"seen":true}`), engine.PutOptions{})
+			_, err := hc.Put(ctx, "out", ev.DocID, []byte(`{"seen":true}`), appcode.PutOptions{})
 			res <- err
 		}
 		return nil
 	}})
 	admin := engine.Actor{User: engine.AdminUser, Admin: true}
-	if _, err := env.e.Put(context.Background(), admin, "alice/app", "in", "a", []byte(`{}`), engine.PutOptions{}); err != nil {
+	if _, err := env.e.Put(context.Background(), admin, "alice/app", "in", "a", []byte(`{}`), appcode.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-res; err != nil {
@@ -365,8 +366,8 @@ func TestOnChangeActsAsTheAdmin(t *testing.T) {
 // TestLoopGuardCountsPerApp: the writes the loop guard holds back are
 // counted for their own app, not for every app of the server.
 func TestLoopGuardCountsPerApp(t *testing.T) {
-	env := newDeliveryEnv(t, &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
-		_, err := hc.Put(ctx, ev.DB, ev.DocID, []byte(`{"again":true}`), engine.PutOptions{})
+	env := newDeliveryEnv(t, &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+		_, err := hc.Put(ctx, ev.DB, ev.DocID, []byte(`{"again":true}`), appcode.PutOptions{})
 		return err
 	}})
 	ctx := context.Background()
@@ -374,7 +375,7 @@ func TestLoopGuardCountsPerApp(t *testing.T) {
 	if _, err := env.e.CreateApp(ctx, admin, "alice/other", false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.e.Put(ctx, env.owner, "alice/app", "loop", "a", []byte(`{}`), engine.PutOptions{}); err != nil {
+	if _, err := env.e.Put(ctx, env.owner, "alice/app", "loop", "a", []byte(`{}`), appcode.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the loop guard to stop the chain", func() error {

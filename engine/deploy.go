@@ -7,13 +7,8 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
-)
-
-// Code file names inside a deployed folder.
-const (
-	AccessFile  = "access.js"
-	BackendFile = "backend.js"
 )
 
 // loadCode compiles an app's active code version. A version that no
@@ -34,7 +29,7 @@ func (e *Engine) loadCode(ctx context.Context, appID int64, ref string) (*appCod
 	}
 	c := &appCode{version: cv.Version, static: newStaticFiles(cv.Files, cv.Created)}
 	if cv.Backend != "" && e.backends != nil {
-		if c.backend, err = e.backends.CompileBackend(BackendFile, cv.Backend); err != nil {
+		if c.backend, err = e.backends.CompileBackend(appcode.BackendFile, cv.Backend); err != nil {
 			// Events stay in the outbox until a version that compiles is
 			// live: nothing is lost, nothing runs broken code.
 			e.log.Error("active backend.js does not compile", "app", ref, "version", cv.Version, "err", err)
@@ -48,7 +43,7 @@ func (e *Engine) loadCode(ctx context.Context, appID int64, ref string) (*appCod
 		c.access = brokenAccess{errs.New(errs.Unavailable, "app %s has access.js (version %d) but this server runs no JavaScript; start it with `handoff serve`", ref, cv.Version)}
 		return c, nil
 	}
-	if c.access, err = e.rt.CompileAccess(AccessFile, cv.Access); err != nil {
+	if c.access, err = e.rt.CompileAccess(appcode.AccessFile, cv.Access); err != nil {
 		e.log.Error("active access.js does not compile", "app", ref, "version", cv.Version, "err", err)
 		c.access = brokenAccess{errs.New(errs.AccessError, "app %s: access.js version %d does not compile (%v); deploy a fixed version or roll back", ref, cv.Version, err)}
 		c.broken = true
@@ -61,8 +56,8 @@ func (e *Engine) loadCode(ctx context.Context, appID int64, ref string) (*appCod
 type brokenAccess struct{ err error }
 
 func (brokenAccess) Gates(string) bool { return true }
-func (b brokenAccess) Check(context.Context, AccessInput) (AccessDecision, error) {
-	return AccessDecision{}, b.err
+func (b brokenAccess) Check(context.Context, appcode.AccessInput) (appcode.AccessDecision, error) {
+	return appcode.AccessDecision{}, b.err
 }
 
 // CodeInfo describes one deployed version.
@@ -95,7 +90,7 @@ func (e *Engine) DeployCode(ctx context.Context, a Actor, appRef string, c Code)
 		return CodeInfo{}, err
 	}
 	if accessJS == "" && backendJS == "" && len(c.Files) == 0 {
-		return CodeInfo{}, errs.New(errs.Invalid, "nothing to deploy: the folder needs %s, %s or a %s/ folder", AccessFile, BackendFile, StaticDir)
+		return CodeInfo{}, errs.New(errs.Invalid, "nothing to deploy: the folder needs %s, %s or a %s/ folder", appcode.AccessFile, appcode.BackendFile, appcode.StaticDir)
 	}
 	if err := checkStaticFiles(c.Files); err != nil {
 		return CodeInfo{}, err
@@ -105,16 +100,16 @@ func (e *Engine) DeployCode(ctx context.Context, a Actor, appRef string, c Code)
 	}
 	code := &appCode{}
 	if accessJS != "" {
-		if code.access, err = e.rt.CompileAccess(AccessFile, accessJS); err != nil {
+		if code.access, err = e.rt.CompileAccess(appcode.AccessFile, accessJS); err != nil {
 			return CodeInfo{}, err
 		}
 	}
 	if backendJS != "" {
 		if e.backends != nil {
-			if code.backend, err = e.backends.CompileBackend(BackendFile, backendJS); err != nil {
+			if code.backend, err = e.backends.CompileBackend(appcode.BackendFile, backendJS); err != nil {
 				return CodeInfo{}, err
 			}
-		} else if err := e.rt.CheckBackend(BackendFile, backendJS); err != nil {
+		} else if err := e.rt.CheckBackend(appcode.BackendFile, backendJS); err != nil {
 			return CodeInfo{}, err
 		}
 	}
@@ -214,7 +209,7 @@ func (e *Engine) SetAccessTimeout(ctx context.Context, a Actor, appRef string, d
 		return err
 	}
 	if d < 0 || d > time.Minute {
-		return errs.New(errs.Invalid, "access timeout %v is out of range; use 1ms to 1m, or 0 for the default %v", d, DefaultAccessTimeout)
+		return errs.New(errs.Invalid, "access timeout %v is out of range; use 1ms to 1m, or 0 for the default %v", d, appcode.DefaultAccessTimeout)
 	}
 	if err := e.st.SetAccessTimeout(ctx, app.ID, d); err != nil {
 		return internal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // addDevice makes a key for user's device name and registers it.
@@ -43,7 +44,7 @@ func TestDeviceLifecycle(t *testing.T) {
 		t.Fatalf("device actor = %+v", a)
 	}
 	// The device acts for carol (an editor) and the ledger names it.
-	if _, err := e.Put(ctx, a, "alice/jobs", "jobs", "d1", []byte(`{"x":1}`), engine.PutOptions{}); err != nil {
+	if _, err := e.Put(ctx, a, "alice/jobs", "jobs", "d1", []byte(`{"x":1}`), appcode.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := e.History(ctx, f.actors["alice"], "alice/jobs", "jobs", "d1")
@@ -170,10 +171,10 @@ func TestScopedDevice(t *testing.T) {
 	if err != nil || a.App != "alice/jobs" {
 		t.Fatalf("scoped actor = %+v, %v", a, err)
 	}
-	if _, err := e.Put(ctx, a, "alice/jobs", "jobs", "s1", []byte(`{}`), engine.PutOptions{}); err != nil {
+	if _, err := e.Put(ctx, a, "alice/jobs", "jobs", "s1", []byte(`{}`), appcode.PutOptions{}); err != nil {
 		t.Fatalf("scoped device in its app: %v", err)
 	}
-	_, err = e.Put(ctx, a, "alice/pub", "jobs", "s1", []byte(`{}`), engine.PutOptions{})
+	_, err = e.Put(ctx, a, "alice/pub", "jobs", "s1", []byte(`{}`), appcode.PutOptions{})
 	wantCode(t, err, errs.Forbidden, "scoped device writes another app")
 	_, err = e.Get(ctx, a, "alice/pub", "jobs", "j1")
 	wantCode(t, err, errs.Forbidden, "scoped device reads another app (even a public one)")
@@ -193,6 +194,6 @@ func TestScopedDevice(t *testing.T) {
 	}
 	_, err = e.AddUser(ctx, aa, "mallory")
 	wantCode(t, err, errs.Forbidden, "admin's scoped device adds a user")
-	_, err = e.Put(ctx, aa, "alice/pub", "jobs", "x", []byte(`{}`), engine.PutOptions{})
+	_, err = e.Put(ctx, aa, "alice/pub", "jobs", "x", []byte(`{}`), appcode.PutOptions{})
 	wantCode(t, err, errs.Forbidden, "admin's scoped device writes another app")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/handoff-run/handoff/auth"
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -28,10 +29,10 @@ type Options struct {
 	Logger      *slog.Logger
 	// Runtime runs app code; nil means deployed code is refused and every
 	// database follows the default rule.
-	Runtime Runtime
+	Runtime appcode.Runtime
 	// Backends compiles backend.js; nil means handlers never run here
 	// (their events wait in the outbox).
-	Backends BackendCompiler
+	Backends appcode.BackendCompiler
 	// SecretKey seals app secrets at rest (32 bytes); without it secrets
 	// are refused.
 	SecretKey []byte
@@ -50,8 +51,8 @@ type Engine struct {
 	clock    clock.Clock
 	maxDoc   int
 	log      *slog.Logger
-	rt       Runtime
-	backends BackendCompiler
+	rt       appcode.Runtime
+	backends appcode.BackendCompiler
 	observe  func(time.Duration)
 	poll     time.Duration
 

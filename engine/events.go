@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -106,7 +107,7 @@ func (e *Engine) Schedule(ctx context.Context, a Actor, appRef string) (Schedule
 	info := ScheduleInfo{LoopStopped: e.loopStopped[app.ID]}
 	e.loopMu.Unlock()
 	info.FanOutStopped = e.fanOutStopped(app.ID)
-	if be := app.backend(); be != nil && be.Has("scheduled") {
+	if be := app.backend(); be != nil && be.Has(appcode.Scheduled) {
 		info.Interval = be.Config().Scheduled.Interval.String()
 	}
 	t, err := e.st.LastTick(ctx, app.ID)

@@ -6,11 +6,8 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
-
-// DefaultFanOut is the default of config.onChange.fanOut: the writes that
-// onChange runs may make, in all, for one originating write.
-const DefaultFanOut = 100
 
 // fanOutIdle is how long a chain's count is kept after its last write.
 // A chain quiet for that long may start over with a fresh budget.
@@ -50,7 +47,7 @@ func (e *Engine) spendFanOut(app *appState, a Actor) error {
 	if a.Origin == 0 {
 		return nil
 	}
-	limit := DefaultFanOut
+	limit := appcode.DefaultFanOut
 	if be := app.backend(); be != nil && be.Config().OnChange.FanOut > 0 {
 		limit = be.Config().OnChange.FanOut
 	}

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // TestFanOutBudget: an onChange that writes 6 documents per event turns
@@ -20,9 +20,9 @@ import (
 func TestFanOutBudget(t *testing.T) {
 	var refused atomic.Int64
 	var msg atomic.Value
-	env := newDeliveryEnv(t, &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+	env := newDeliveryEnv(t, &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		for i := range 6 {
-			_, err := hc.Put(ctx, "fan", fmt.Sprintf("%s-%d", ev.DocID, i), []byte(`{}`), engine.PutOptions{})
+			_, err := hc.Put(ctx, "fan", fmt.Sprintf("%s-%d", ev.DocID, i), []byte(`{}`), appcode.PutOptions{})
 			if errs.Is(err, errs.FanOut) {
 				refused.Add(1)
 				msg.Store(err.Error())
@@ -42,7 +42,7 @@ func TestFanOutBudget(t *testing.T) {
 	}
 	chain := func(id string, want int64) {
 		t.Helper()
-		if _, err := env.e.Put(ctx, env.owner, "alice/app", "in", id, []byte(`{}`), engine.PutOptions{}); err != nil {
+		if _, err := env.e.Put(ctx, env.owner, "alice/app", "in", id, []byte(`{}`), appcode.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "the chain to come to rest", func() error {
@@ -53,10 +53,10 @@ func TestFanOutBudget(t *testing.T) {
 			return err
 		})
 		if seq, err := st.LastSeq(ctx, a.ID); err != nil || seq != want {
-			t.Fatalf("last seq %d, %v; want %d: the client write and %d onChange writes", seq, err, want, engine.DefaultFanOut)
+			t.Fatalf("last seq %d, %v; want %d: the client write and %d onChange writes", seq, err, want, appcode.DefaultFanOut)
 		}
 	}
-	chain("a", 1+engine.DefaultFanOut)
+	chain("a", 1+appcode.DefaultFanOut)
 	if n := refused.Load(); n == 0 {
 		t.Fatal("no write was refused")
 	}
@@ -67,7 +67,7 @@ func TestFanOutBudget(t *testing.T) {
 	if err != nil || info.FanOutStopped != refused.Load() {
 		t.Fatalf("FanOutStopped = %d, %v; want the %d refused writes", info.FanOutStopped, err, refused.Load())
 	}
-	chain("b", 2*(1+engine.DefaultFanOut))
+	chain("b", 2*(1+appcode.DefaultFanOut))
 	eventually(t, "one log line per chain", func() error {
 		lines, err := env.e.Logs(ctx, env.owner, "alice/app", 0, 1000)
 		n := 0

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -378,7 +379,7 @@ const maxSnapshot = 10_000
 // FollowQuery opens a live query by a field's value and returns its
 // snapshot: the matching documents as of Seq; the feed continues after
 // Seq.
-func (e *Engine) FollowQuery(ctx context.Context, a Actor, appRef, db, field string, key json.RawMessage) (*QueryFeed, Page, int64, error) {
+func (e *Engine) FollowQuery(ctx context.Context, a Actor, appRef, db, field string, key json.RawMessage) (*QueryFeed, appcode.Page, int64, error) {
 	if key == nil {
 		key = json.RawMessage{}
 	}
@@ -387,28 +388,28 @@ func (e *Engine) FollowQuery(ctx context.Context, a Actor, appRef, db, field str
 
 // FollowSelect is FollowQuery for any selector: a key, a range or a
 // prefix.
-func (e *Engine) FollowSelect(ctx context.Context, a Actor, appRef, db string, sel Selector) (*QueryFeed, Page, int64, error) {
+func (e *Engine) FollowSelect(ctx context.Context, a Actor, appRef, db string, sel Selector) (*QueryFeed, appcode.Page, int64, error) {
 	if err := ValidDB(db); err != nil {
-		return nil, Page{}, 0, err
+		return nil, appcode.Page{}, 0, err
 	}
 	app, _, err := e.readable(ctx, a, appRef, db, false)
 	if err != nil {
-		return nil, Page{}, 0, err
+		return nil, appcode.Page{}, 0, err
 	}
 	// The position is read before the snapshot, so every commit after it
 	// reaches the feed; the snapshot may already show some of them, and
 	// the client keeps the newer rev.
 	seq, err := e.st.LastSeq(ctx, app.ID)
 	if err != nil {
-		return nil, Page{}, 0, internal(err)
+		return nil, appcode.Page{}, 0, internal(err)
 	}
-	snap := Page{Docs: []json.RawMessage{}}
+	snap := appcode.Page{Docs: []json.RawMessage{}}
 	members := map[string]bool{}
 	after := ""
 	for len(snap.Docs) < maxSnapshot {
 		p, err := e.Select(ctx, a, appRef, db, sel, MaxLimit, after)
 		if err != nil {
-			return nil, Page{}, 0, err
+			return nil, appcode.Page{}, 0, err
 		}
 		snap.Docs = append(snap.Docs, p.Docs...)
 		for _, d := range p.Docs {
@@ -424,12 +425,12 @@ func (e *Engine) FollowSelect(ctx context.Context, a Actor, appRef, db string, s
 	}
 	f, err := e.Follow(ctx, a, appRef, db, seq)
 	if err != nil {
-		return nil, Page{}, 0, err
+		return nil, appcode.Page{}, 0, err
 	}
 	match, err := sel.matcher()
 	if err != nil {
 		f.Close()
-		return nil, Page{}, 0, err
+		return nil, appcode.Page{}, 0, err
 	}
 	return &QueryFeed{Feed: f, path: strings.Split(sel.Field, "."), match: match, members: members}, snap, seq, nil
 }

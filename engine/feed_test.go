@@ -13,6 +13,7 @@ import (
 	"github.com/handoff-run/handoff/access"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -65,9 +66,9 @@ func (en *feedEnv) app(ref string, public bool) {
 	}
 }
 
-func (en *feedEnv) put(a engine.Actor, app, db, id, body string) engine.WriteResult {
+func (en *feedEnv) put(a engine.Actor, app, db, id, body string) appcode.WriteResult {
 	en.t.Helper()
-	r, err := en.e.Put(en.ctx, a, app, db, id, []byte(body), engine.PutOptions{})
+	r, err := en.e.Put(en.ctx, a, app, db, id, []byte(body), appcode.PutOptions{})
 	if err != nil {
 		en.t.Fatalf("put %s/%s: %v", db, id, err)
 	}
@@ -152,7 +153,7 @@ func (en *feedEnv) writeConcurrently(app string, n, w int, dbs ...string) int64 
 			for i := k; i < n; i += w {
 				db := dbs[i%len(dbs)]
 				body := fmt.Sprintf(`{"n":%d,"writer":%d}`, i, k)
-				if _, err := en.e.Put(en.ctx, feedAlice, app, db, fmt.Sprintf("doc-%d", i%700), []byte(body), engine.PutOptions{}); err != nil {
+				if _, err := en.e.Put(en.ctx, feedAlice, app, db, fmt.Sprintf("doc-%d", i%700), []byte(body), appcode.PutOptions{}); err != nil {
 					errc <- err
 					return
 				}
@@ -287,7 +288,7 @@ func TestFeedWithLargeDocuments(t *testing.T) {
 	for w := range 4 {
 		wg.Go(func() {
 			for i := w; i < n; i += 4 {
-				if _, err := en.e.Put(en.ctx, feedAlice, app, "big", fmt.Sprintf("d%d", i), []byte(body), engine.PutOptions{}); err != nil {
+				if _, err := en.e.Put(en.ctx, feedAlice, app, "big", fmt.Sprintf("d%d", i), []byte(body), appcode.PutOptions{}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -337,7 +338,7 @@ func TestFeedManyWritersManyFollowers(t *testing.T) {
 				if w == 0 && i == each/2 {
 					close(started)
 				}
-				if _, err := en.e.Put(en.ctx, feedAlice, app, []string{"a", "b", "c"}[i%3], fmt.Sprintf("w%d-%d", w, i%10), []byte(fmt.Sprintf(`{"i":%d}`, i)), engine.PutOptions{}); err != nil {
+				if _, err := en.e.Put(en.ctx, feedAlice, app, []string{"a", "b", "c"}[i%3], fmt.Sprintf("w%d-%d", w, i%10), []byte(fmt.Sprintf(`{"i":%d}`, i)), appcode.PutOptions{}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -399,7 +400,7 @@ func TestFeedHeartbeatAndCancel(t *testing.T) {
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
-			en.e.Put(en.ctx, feedAlice, app, "secret", fmt.Sprintf("s%d", i%5), []byte(`{}`), engine.PutOptions{})
+			en.e.Put(en.ctx, feedAlice, app, "secret", fmt.Sprintf("s%d", i%5), []byte(`{}`), appcode.PutOptions{})
 		}
 	})
 	for range 3 {
@@ -747,29 +748,29 @@ func TestLiveQuery(t *testing.T) {
 // feedBackend is a backend.js stand-in in Go: its handlers write through
 // the handler context like real ones.
 type feedBackend struct {
-	cfg       engine.BackendConfig
-	onChange  func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error
-	scheduled func(ctx context.Context, ev engine.TickEvent, hc engine.HandlerContext) error
+	cfg       appcode.BackendConfig
+	onChange  func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error
+	scheduled func(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error
 }
 
-func (b *feedBackend) Config() engine.BackendConfig { return b.cfg }
-func (b *feedBackend) Has(h string) bool {
+func (b *feedBackend) Config() appcode.BackendConfig { return b.cfg }
+func (b *feedBackend) Has(h appcode.Handler) bool {
 	return h == "onChange" && b.onChange != nil || h == "scheduled" && b.scheduled != nil
 }
-func (b *feedBackend) OnChange(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+func (b *feedBackend) OnChange(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 	return b.onChange(ctx, ev, hc)
 }
-func (b *feedBackend) Scheduled(ctx context.Context, ev engine.TickEvent, hc engine.HandlerContext) error {
+func (b *feedBackend) Scheduled(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
 	return b.scheduled(ctx, ev, hc)
 }
-func (b *feedBackend) Fetch(context.Context, engine.FetchRequest, engine.HandlerContext) (engine.FetchResponse, error) {
-	return engine.FetchResponse{Status: 501}, nil // never called: Has("fetch") is false
+func (b *feedBackend) Fetch(context.Context, appcode.FetchRequest, appcode.HandlerContext) (appcode.FetchResponse, error) {
+	return appcode.FetchResponse{Status: 501}, nil // never called: Has("fetch") is false
 }
 func (b *feedBackend) Close() {}
 
 type feedCompiler struct{ b *feedBackend }
 
-func (c feedCompiler) CompileBackend(string, string) (engine.Backend, error) { return c.b, nil }
+func (c feedCompiler) CompileBackend(string, string) (appcode.Backend, error) { return c.b, nil }
 
 // TestFeedCarriesEveryWritePath: a client put, a CLI put, a delete, an
 // onChange handler's write and a scheduled handler's write all reach a
@@ -779,19 +780,19 @@ func TestFeedCarriesEveryWritePath(t *testing.T) {
 	b.cfg.OnChange.Concurrency = 1
 	b.cfg.OnChange.MaxAttempts = 3
 	b.cfg.OnChange.Timeout = time.Minute
-	b.cfg.Scheduled.Interval = engine.MinScheduledInterval
+	b.cfg.Scheduled.Interval = appcode.MinScheduledInterval
 	var ticked sync.Once
-	b.onChange = func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+	b.onChange = func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		if ev.DB != "jobs" || ev.Deleted {
 			return nil
 		}
-		_, err := hc.Put(ctx, "results", ev.DocID, json.RawMessage(`{"from":"onChange"}`), engine.PutOptions{})
+		_, err := hc.Put(ctx, "results", ev.DocID, json.RawMessage(`{"from":"onChange"}`), appcode.PutOptions{})
 		return err
 	}
-	b.scheduled = func(ctx context.Context, ev engine.TickEvent, hc engine.HandlerContext) error {
+	b.scheduled = func(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
 		var err error
 		ticked.Do(func() {
-			_, err = hc.Put(ctx, "ticks", "tick", json.RawMessage(fmt.Sprintf(`{"at":%d}`, ev.ScheduledTime)), engine.PutOptions{})
+			_, err = hc.Put(ctx, "ticks", "tick", json.RawMessage(fmt.Sprintf(`{"at":%d}`, ev.ScheduledTime)), appcode.PutOptions{})
 		})
 		return err
 	}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // The fetch lane (docs/architecture.md, "backend.js and delivery"): each app serves /api/* on its site
@@ -18,51 +18,23 @@ import (
 // own app and nothing of any other: its ctx is bound to the app whose
 // URL was called.
 
-// Limits of the fetch lane.
-const (
-	// FetchRunTimeout is the run limit of one fetch handler call.
-	FetchRunTimeout = 30 * time.Second
-	// MaxFetchRequestBytes bounds the request body handed to fetch.
-	MaxFetchRequestBytes = 1 << 20
-	// MaxFetchResponseBytes bounds the body a fetch handler returns.
-	MaxFetchResponseBytes = 8 << 20
-)
-
-// FetchRequest is one request of an app's HTTP lane.
-type FetchRequest struct {
-	Method string
-	// URL is the full URL as the client asked for it, query included.
-	URL string
-	// Path is the part after /api, starting with "/" ("/" for /api/).
-	Path   string
-	Header map[string][]string // canonical keys, as net/http has them
-	Body   []byte
-}
-
-// FetchResponse is what the fetch handler answered.
-type FetchResponse struct {
-	Status int
-	Header map[string][]string
-	Body   []byte
-}
-
 // Fetch runs the app's fetch handler for req. a is whoever made the
 // request: the anonymous actor, or the user (and device) of a valid
 // credential. The handler gets that user with Handler "fetch" and none of
 // a's other powers (an admin's request is not an admin's write).
-func (e *Engine) Fetch(ctx context.Context, a Actor, appRef string, req FetchRequest) (FetchResponse, error) {
+func (e *Engine) Fetch(ctx context.Context, a Actor, appRef string, req appcode.FetchRequest) (appcode.FetchResponse, error) {
 	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
-		return FetchResponse{}, err
+		return appcode.FetchResponse{}, err
 	}
 	be := app.backend()
-	if be == nil || !be.Has("fetch") {
+	if be == nil || !be.Has(appcode.Fetch) {
 		if app.code != nil && app.code.broken {
-			return FetchResponse{}, errs.New(errs.Unavailable, "app %s: its backend.js does not load on this server; deploy a fixed version", appRef)
+			return appcode.FetchResponse{}, errs.New(errs.Unavailable, "app %s: its backend.js does not load on this server; deploy a fixed version", appRef)
 		}
-		return FetchResponse{}, errs.New(errs.NotFound, "app %s has no fetch handler; export async function fetch(request, ctx) from its backend.js to serve /api/ on the site of %s", appRef, appRef)
+		return appcode.FetchResponse{}, errs.New(errs.NotFound, "app %s has no fetch handler; export async function fetch(request, ctx) from its backend.js to serve /api/ on the site of %s", appRef, appRef)
 	}
-	hc := &handlerCtx{e: e, app: app, actor: Actor{User: a.User, Device: a.Device, App: a.App, Handler: "fetch"}}
+	hc := &handlerCtx{e: e, app: app, actor: Actor{User: a.User, Device: a.Device, App: a.App, Handler: appcode.Fetch}}
 	e.activity.Add(1)
 	defer e.activity.Add(1)
 	resp, err := be.Fetch(ctx, req, hc)
@@ -74,7 +46,7 @@ func (e *Engine) Fetch(ctx context.Context, a Actor, appRef string, req FetchReq
 		return resp, nil
 	}
 	if ctx.Err() != nil {
-		return FetchResponse{}, errs.New(errs.Unavailable, "the request ended before %s's fetch handler answered", appRef)
+		return appcode.FetchResponse{}, errs.New(errs.Unavailable, "the request ended before %s's fetch handler answered", appRef)
 	}
 	// The answer and the app's log line share an id, so that a caller's
 	// report leads its owner to the whole error.
@@ -88,13 +60,13 @@ func (e *Engine) Fetch(ctx context.Context, a Actor, appRef string, req FetchReq
 		fieldsJSON("method", req.Method, "path", req.Path, "errorId", id))
 	switch {
 	case ee != nil && ee.Code == errs.Unavailable:
-		return FetchResponse{}, errs.New(errs.Unavailable, "app %s's fetch handler is being replaced or the server is stopping; retry", appRef)
+		return appcode.FetchResponse{}, errs.New(errs.Unavailable, "app %s's fetch handler is being replaced or the server is stopping; retry", appRef)
 	case ee != nil && ee.Code == errs.AppError:
 		// The app's own failure, named without its own words: the caller
 		// may be anyone on the internet.
-		return FetchResponse{}, &errs.Error{Code: errs.AppError, ID: id, Detail: detail,
+		return appcode.FetchResponse{}, &errs.Error{Code: errs.AppError, ID: id, Detail: detail,
 			Message: "the fetch handler of app " + appRef + " failed: " + ee.Message + "; its owner finds the whole error in `handoff logs --app " + appRef + "`"}
 	}
-	return FetchResponse{}, &errs.Error{Code: errs.Internal, ID: id, Detail: detail,
+	return appcode.FetchResponse{}, &errs.Error{Code: errs.Internal, ID: id, Detail: detail,
 		Message: "the server failed to run the fetch handler of app " + appRef + "; retry, and if it persists give the error id to the server's operator"}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // A job pattern's onChange does nothing for most of the commits it sees
@@ -11,20 +13,11 @@ import (
 // claim, a JavaScript call and an ack. config.onChange.when and dbs let
 // the engine drop those commits before they reach the outbox.
 
-// FieldMatch is one entry of config.onChange.when: a top-level field of
-// the committed document and the values it may have.
-type FieldMatch struct {
-	Field string
-	// Values are JSON scalars as encoding/json decodes them: string,
-	// float64, bool or nil (null). The field matches any of them.
-	Values []any
-}
-
 // changeWanted reports whether a commit to db with body gets an onChange
 // event under config.onChange's dbs and when. body is the committed
 // document, or for a delete the document's last body. A field absent from
 // body matches no value, not even null.
-func changeWanted(dbs []string, when []FieldMatch, db string, body []byte) bool {
+func changeWanted(dbs []string, when []appcode.FieldMatch, db string, body []byte) bool {
 	if len(dbs) > 0 && !slices.Contains(dbs, db) {
 		return false
 	}
@@ -63,7 +56,7 @@ func changeWanted(dbs []string, when []FieldMatch, db string, body []byte) bool 
 }
 
 // fieldOf returns the entry of when for a key as written in JSON.
-func fieldOf(when []FieldMatch, raw []byte) *FieldMatch {
+func fieldOf(when []appcode.FieldMatch, raw []byte) *appcode.FieldMatch {
 	if slices.Contains(raw, '\\') {
 		var key string
 		if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &key) != nil {

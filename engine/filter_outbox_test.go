@@ -9,6 +9,7 @@ import (
 	"github.com/handoff-run/handoff/access"
 	"github.com/handoff-run/handoff/backend"
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/pgtest"
 	"github.com/handoff-run/handoff/internal/sim"
 	"github.com/handoff-run/handoff/store"
@@ -84,7 +85,7 @@ func (o *outboxApp) deploy(backendJS string) {
 
 func (o *outboxApp) put(db, id, body string) int64 {
 	o.t.Helper()
-	res, err := o.e.Put(context.Background(), o.alice, "alice/app", db, id, []byte(body), engine.PutOptions{})
+	res, err := o.e.Put(context.Background(), o.alice, "alice/app", db, id, []byte(body), appcode.PutOptions{})
 	if err != nil {
 		o.t.Fatalf("put %s/%s: %v", db, id, err)
 	}

@@ -1,9 +1,13 @@
 package engine
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/handoff-run/handoff/internal/appcode"
+)
 
 func TestChangeWanted(t *testing.T) {
-	when := []FieldMatch{
+	when := []appcode.FieldMatch{
 		{Field: "kind", Values: []any{"job"}},
 		{Field: "status", Values: []any{"pending", "retry"}},
 	}
@@ -43,7 +47,7 @@ func TestChangeWanted(t *testing.T) {
 //
 //	go test -run '^$' -bench ChangeWanted -benchmem ./engine
 func BenchmarkChangeWanted(b *testing.B) {
-	when := []FieldMatch{
+	when := []appcode.FieldMatch{
 		{Field: "kind", Values: []any{"job"}},
 		{Field: "status", Values: []any{"pending"}},
 	}

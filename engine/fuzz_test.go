@@ -13,6 +13,7 @@ import (
 
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -80,7 +81,7 @@ func FuzzDocument(f *testing.F) {
 	appID := app.ID
 
 	f.Fuzz(func(t *testing.T, body []byte, id string) {
-		res, err := e.Put(ctx, admin, "admin/fuzz", "docs", id, body, PutOptions{})
+		res, err := e.Put(ctx, admin, "admin/fuzz", "docs", id, body, appcode.PutOptions{})
 		if err != nil {
 			var ee *errs.Error
 			if !errors.As(err, &ee) || ee.Message == "" {

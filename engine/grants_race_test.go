@@ -8,6 +8,7 @@ import (
 	"github.com/handoff-run/handoff/access"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -42,11 +43,11 @@ func TestRevokedGrantIsGoneWhenTheCommitIsAnnounced(t *testing.T) {
 		t.Fatal(err)
 	}
 	alice, bob := engine.Actor{User: "alice"}, engine.Actor{User: "bob"}
-	g, err := e.Put(ctx, alice, "alice/app", "d", "g", []byte(`{"kind":"grant","channels":["c"]}`), engine.PutOptions{})
+	g, err := e.Put(ctx, alice, "alice/app", "d", "g", []byte(`{"kind":"grant","channels":["c"]}`), appcode.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Put(ctx, alice, "alice/app", "d", "doc", []byte(`{"channel":"c"}`), engine.PutOptions{}); err != nil {
+	if _, err := e.Put(ctx, alice, "alice/app", "d", "doc", []byte(`{"channel":"c"}`), appcode.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.Get(ctx, bob, "alice/app", "d", "doc"); err != nil {
@@ -62,7 +63,7 @@ func TestRevokedGrantIsGoneWhenTheCommitIsAnnounced(t *testing.T) {
 		}
 	})
 	armed.Store(true)
-	if _, err := e.Put(ctx, alice, "alice/app", "d", "g", []byte(`{"kind":"grant","channels":[]}`), engine.PutOptions{IfRev: g.Rev}); err != nil {
+	if _, err := e.Put(ctx, alice, "alice/app", "d", "g", []byte(`{"kind":"grant","channels":[]}`), appcode.PutOptions{IfRev: g.Rev}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-seen; !errs.Is(err, errs.Forbidden) {

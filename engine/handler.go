@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // handlerCtx is the ctx of a running handler. Its actor carries the
@@ -16,11 +17,11 @@ type handlerCtx struct {
 	actor Actor
 }
 
-var _ HandlerContext = (*handlerCtx)(nil)
+var _ appcode.HandlerContext = (*handlerCtx)(nil)
 
 func (h *handlerCtx) App() (string, string) { return h.app.Owner, h.app.Name }
 
-func (h *handlerCtx) Put(ctx context.Context, db, id string, doc json.RawMessage, o PutOptions) (WriteResult, error) {
+func (h *handlerCtx) Put(ctx context.Context, db, id string, doc json.RawMessage, o appcode.PutOptions) (appcode.WriteResult, error) {
 	return h.e.Put(ctx, h.actor, h.app.ref(), db, id, doc, o)
 }
 
@@ -32,16 +33,16 @@ func (h *handlerCtx) Get(ctx context.Context, db, id string) (json.RawMessage, e
 	return doc, err
 }
 
-func (h *handlerCtx) Delete(ctx context.Context, db, id, ifRev string) (WriteResult, error) {
+func (h *handlerCtx) Delete(ctx context.Context, db, id, ifRev string) (appcode.WriteResult, error) {
 	return h.e.Delete(ctx, h.actor, h.app.ref(), db, id, ifRev)
 }
 
-func (h *handlerCtx) Query(ctx context.Context, db, field string, key json.RawMessage, limit int, after string) (Page, error) {
+func (h *handlerCtx) Query(ctx context.Context, db, field string, key json.RawMessage, limit int, after string) (appcode.Page, error) {
 	return h.e.Query(ctx, h.actor, h.app.ref(), db, field, key, limit, after)
 }
 
 func (h *handlerCtx) Log(level, message string, fields json.RawMessage) {
-	h.e.appLog(h.app, h.actor.Handler, level, message, fields)
+	h.e.appLog(h.app, string(h.actor.Handler), level, message, fields)
 }
 
 func (h *handlerCtx) Secret(name string) (string, bool) {

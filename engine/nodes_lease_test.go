@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/postgres"
 )
@@ -50,7 +51,7 @@ func (w leaseWatch) RenewEvents(ctx context.Context, appID int64, seqs []int64, 
 func TestNodesLeaseRenewedWhileRunLives(t *testing.T) {
 	started := make(chan int64, 10)
 	release := make(chan struct{})
-	b := &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+	b := &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		started <- ev.Seq
 		select {
 		case <-release:
@@ -66,7 +67,7 @@ func TestNodesLeaseRenewedWhileRunLives(t *testing.T) {
 		return leaseWatch{Store: st, node: i, claimed: &claimed, renews: renews[i], frozen: frozen[i]}
 	})
 	defer close(release)
-	r, err := es[0].Put(context.Background(), engine.Actor{User: "alice"}, "alice/app", "jobs", "long", []byte(`{}`), engine.PutOptions{})
+	r, err := es[0].Put(context.Background(), engine.Actor{User: "alice"}, "alice/app", "jobs", "long", []byte(`{}`), appcode.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

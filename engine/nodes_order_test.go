@@ -9,6 +9,7 @@ import (
 
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/pgtest"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/postgres"
@@ -66,7 +67,7 @@ func TestNodesTickHoldsTheSchedule(t *testing.T) {
 	started := make(chan int64, 10)
 	release := make(chan struct{})
 	var slow atomic.Int64 // the planned time of the one slow tick
-	b := &goBackend{scheduled: func(ctx context.Context, ev engine.TickEvent, hc engine.HandlerContext) error {
+	b := &goBackend{scheduled: func(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
 		started <- ev.ScheduledTime
 		if ev.ScheduledTime == slow.Load() {
 			select {
@@ -77,7 +78,7 @@ func TestNodesTickHoldsTheSchedule(t *testing.T) {
 		return nil
 	}}
 	b.cfg.Scheduled.Interval = time.Second
-	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 1, 1, engine.DefaultRunTimeout
+	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 1, 1, appcode.DefaultRunTimeout
 	_, clk := goNodes(t, 2, b, nil)
 	t0 := clk.Now()
 	slow.Store(t0.Add(time.Second).UnixMilli())
@@ -130,7 +131,7 @@ func (c claimsSeen) ClaimEventsExclusive(ctx context.Context, appID int64, now t
 func TestNodesConcurrencyOneKeepsCommitOrder(t *testing.T) {
 	started := make(chan int64, 10)
 	release := make(chan struct{})
-	b := &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+	b := &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		started <- ev.Seq
 		if ev.DocID == "j1" {
 			select {
@@ -140,14 +141,14 @@ func TestNodesConcurrencyOneKeepsCommitOrder(t *testing.T) {
 		}
 		return nil
 	}}
-	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 1, 3, engine.DefaultRunTimeout
+	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 1, 3, appcode.DefaultRunTimeout
 	claims := []*atomic.Int64{{}, {}}
 	es, _ := goNodes(t, 2, b, func(i int, st *postgres.Store) store.Store { return claimsSeen{st, claims[i]} })
 	ctx := context.Background()
 	alice := engine.Actor{User: "alice"}
 	put := func(id string) int64 {
 		t.Helper()
-		r, err := es[0].Put(ctx, alice, "alice/app", "jobs", id, []byte(`{}`), engine.PutOptions{})
+		r, err := es[0].Put(ctx, alice, "alice/app", "jobs", id, []byte(`{}`), appcode.PutOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

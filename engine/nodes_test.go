@@ -14,6 +14,7 @@ import (
 	"github.com/handoff-run/handoff/backend"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/pgtest"
 	"github.com/handoff-run/handoff/store/postgres"
 )
@@ -116,11 +117,11 @@ func TestNodesSeeEachOthersChanges(t *testing.T) {
 	if _, err := a.Deploy(ctx, alice, app, nodesAccessJS, nodesBackendJS("v1")); err != nil {
 		t.Fatal(err)
 	}
-	grant, err := a.Put(ctx, alice, app, "d", "grant", []byte(`{"kind":"grant","channels":["c"]}`), engine.PutOptions{})
+	grant, err := a.Put(ctx, alice, app, "d", "grant", []byte(`{"kind":"grant","channels":["c"]}`), appcode.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Put(ctx, alice, app, "d", "doc", []byte(`{"channel":"c"}`), engine.PutOptions{}); err != nil {
+	if _, err := a.Put(ctx, alice, app, "d", "doc", []byte(`{"channel":"c"}`), appcode.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	stApp, err := a.Store().App(ctx, "alice", "app")
@@ -154,7 +155,7 @@ func TestNodesSeeEachOthersChanges(t *testing.T) {
 	// the commits, so by then B heard of every change made before.
 	synced := func() {
 		t.Helper()
-		w, err := a.Put(ctx, alice, app, "sync", "s", []byte(`{}`), engine.PutOptions{})
+		w, err := a.Put(ctx, alice, app, "sync", "s", []byte(`{}`), appcode.PutOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +180,7 @@ func TestNodesSeeEachOthersChanges(t *testing.T) {
 		t.Helper()
 		n++
 		id := fmt.Sprint("j", n)
-		if _, err := a.Put(ctx, alice, app, "in", id, []byte(`{}`), engine.PutOptions{}); err != nil {
+		if _, err := a.Put(ctx, alice, app, "in", id, []byte(`{}`), appcode.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		var out struct{ Code, Secret string }
@@ -213,7 +214,7 @@ func TestNodesSeeEachOthersChanges(t *testing.T) {
 	if _, err := b.Get(ctx, bob, app, "in", "j1"); err != nil {
 		t.Fatalf("bob, an editor, reads on B: %v", err)
 	}
-	if _, err := b.Put(ctx, bob, app, "scratch", "x", []byte(`{}`), engine.PutOptions{}); err != nil {
+	if _, err := b.Put(ctx, bob, app, "scratch", "x", []byte(`{}`), appcode.PutOptions{}); err != nil {
 		t.Fatalf("bob, an editor, writes on B: %v", err)
 	}
 	if _, err := b.Get(ctx, carol, app, "d", "doc"); err != nil {
@@ -250,7 +251,7 @@ func TestNodesSeeEachOthersChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "B lets bob write after A took his editor role", func() error {
-		_, err := b.Put(ctx, bob, app, "scratch", "x2", []byte(`{}`), engine.PutOptions{})
+		_, err := b.Put(ctx, bob, app, "scratch", "x2", []byte(`{}`), appcode.PutOptions{})
 		if errs.Is(err, errs.Forbidden) {
 			return nil
 		}
@@ -287,7 +288,7 @@ func TestNodesSeeEachOthersChanges(t *testing.T) {
 		t.Fatalf("carol, granted c, reads on B: %v", err) // and B caches her grants
 	}
 	armed.Store(true)
-	w, err := a.Put(ctx, alice, app, "d", "grant", []byte(`{"kind":"grant","channels":[]}`), engine.PutOptions{IfRev: grant.Rev})
+	w, err := a.Put(ctx, alice, app, "d", "grant", []byte(`{"kind":"grant","channels":[]}`), appcode.PutOptions{IfRev: grant.Rev})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ export async function scheduled(event, ctx) {
 }`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Put(ctx, alice, later, "in", "x", []byte(`{}`), engine.PutOptions{}); err != nil {
+	if _, err := a.Put(ctx, alice, later, "in", "x", []byte(`{}`), appcode.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "B did not run onChange of the app A deployed", func() error {
@@ -375,7 +376,7 @@ func TestNodesFeedAcrossNodes(t *testing.T) {
 	if _, err := a.Deploy(ctx, alice, app, nodesAccessJS, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Put(ctx, alice, app, "d", "grant", []byte(`{"kind":"grant","channels":["c"]}`), engine.PutOptions{}); err != nil {
+	if _, err := a.Put(ctx, alice, app, "d", "grant", []byte(`{"kind":"grant","channels":["c"]}`), appcode.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	feeds := map[string]*engine.Feed{}
@@ -394,7 +395,7 @@ func TestNodesFeedAcrossNodes(t *testing.T) {
 		go func() {
 			for i := g; i < n; i += 4 {
 				body := fmt.Sprintf(`{"channel":%q,"i":%d}`, map[bool]string{true: "c", false: "x"}[i%2 == 0], i)
-				if _, err := a.Put(ctx, alice, app, "d", fmt.Sprint("doc", i), []byte(body), engine.PutOptions{}); err != nil {
+				if _, err := a.Put(ctx, alice, app, "d", fmt.Sprint("doc", i), []byte(body), appcode.PutOptions{}); err != nil {
 					errc <- err
 					return
 				}
@@ -494,10 +495,10 @@ func TestNodesWriteOnStaleHeads(t *testing.T) {
 }`, ""); err != nil {
 		t.Fatal(err)
 	}
-	put := func(e *engine.Engine, body string, o engine.PutOptions) (engine.WriteResult, error) {
+	put := func(e *engine.Engine, body string, o appcode.PutOptions) (appcode.WriteResult, error) {
 		return e.Put(ctx, alice, app, "d", "x", []byte(body), o)
 	}
-	mustPut := func(e *engine.Engine, body string, o engine.PutOptions) engine.WriteResult {
+	mustPut := func(e *engine.Engine, body string, o appcode.PutOptions) appcode.WriteResult {
 		t.Helper()
 		r, err := put(e, body, o)
 		if err != nil {
@@ -505,24 +506,24 @@ func TestNodesWriteOnStaleHeads(t *testing.T) {
 		}
 		return r
 	}
-	r1 := mustPut(a, `{"n":1}`, engine.PutOptions{})
-	r2 := mustPut(b, `{"n":2}`, engine.PutOptions{IfRev: r1.Rev})
+	r1 := mustPut(a, `{"n":1}`, appcode.PutOptions{})
+	r2 := mustPut(b, `{"n":2}`, appcode.PutOptions{IfRev: r1.Rev})
 	// A last wrote r1; the real head is r2.
-	r3 := mustPut(a, `{"n":3}`, engine.PutOptions{IfRev: r2.Rev})
-	if _, err := put(a, `{"n":0}`, engine.PutOptions{IfRev: r2.Rev}); errs.CodeOf(err) != errs.Conflict {
+	r3 := mustPut(a, `{"n":3}`, appcode.PutOptions{IfRev: r2.Rev})
+	if _, err := put(a, `{"n":0}`, appcode.PutOptions{IfRev: r2.Rev}); errs.CodeOf(err) != errs.Conflict {
 		t.Fatalf("put on the stale ifRev %s = %v, want conflict", r2.Rev, err)
 	}
 	if _, err := b.Delete(ctx, alice, app, "d", "x", r3.Rev); err != nil {
 		t.Fatal(err)
 	}
 	// A last wrote r3, live; the document is deleted.
-	r5 := mustPut(a, `{"n":5}`, engine.PutOptions{IfAbsent: true})
+	r5 := mustPut(a, `{"n":5}`, appcode.PutOptions{IfAbsent: true})
 	if r5.Existing || !strings.HasPrefix(r5.Rev, "5-") {
 		t.Fatalf("ifAbsent put after another node's delete = %+v, want a new rev 5-…", r5)
 	}
-	r6 := mustPut(b, `{"n":6}`, engine.PutOptions{})
+	r6 := mustPut(b, `{"n":6}`, appcode.PutOptions{})
 	// A last wrote r5; an update without ifRev goes on top of r6.
-	r7 := mustPut(a, `{"n":7}`, engine.PutOptions{})
+	r7 := mustPut(a, `{"n":7}`, appcode.PutOptions{})
 	if !strings.HasPrefix(r7.Rev, "7-") || r7.Seq != r6.Seq+1 {
 		t.Fatalf("update after another node's = %+v, want rev 7-… at seq %d", r7, r6.Seq+1)
 	}
@@ -533,15 +534,15 @@ func TestNodesWriteOnStaleHeads(t *testing.T) {
 	if _, err := a.Delete(ctx, alice, app, "d", "x", ""); errs.CodeOf(err) != errs.NotFound {
 		t.Fatalf("delete of a document another node deleted = %v, want not_found", err)
 	}
-	r9 := mustPut(a, `{"locked":true}`, engine.PutOptions{})
-	if _, err := put(a, `{"n":10}`, engine.PutOptions{}); errs.CodeOf(err) != errs.Forbidden {
+	r9 := mustPut(a, `{"locked":true}`, appcode.PutOptions{})
+	if _, err := put(a, `{"n":10}`, appcode.PutOptions{}); errs.CodeOf(err) != errs.Forbidden {
 		t.Fatalf("put on a locked document = %v, want forbidden", err)
 	}
 	if _, err := b.Delete(ctx, alice, app, "d", "x", r9.Rev); err != nil {
 		t.Fatal(err)
 	}
 	// A last wrote r9, locked; the document is deleted, so A may write it.
-	mustPut(a, `{"n":11}`, engine.PutOptions{})
+	mustPut(a, `{"n":11}`, appcode.PutOptions{})
 	hist, err := b.History(ctx, alice, app, "d", "x")
 	if err != nil {
 		t.Fatal(err)

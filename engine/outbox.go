@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -19,7 +20,7 @@ const MaxEventDepth = 4
 // once the write commits (loopGuarded), not on each try of the write.
 func (e *Engine) eventFor(a Actor, app *appState, w *store.Write, head *store.Doc) (ev *store.EventSpec, guarded bool) {
 	be := app.backend()
-	if be == nil || !be.Has("onChange") {
+	if be == nil || !be.Has(appcode.OnChange) {
 		return nil, false
 	}
 	cfg := be.Config()

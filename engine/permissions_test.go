@@ -6,6 +6,7 @@ import (
 
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // TestPermissions checks the default rules of an app without an access
@@ -15,11 +16,11 @@ func TestPermissions(t *testing.T) {
 	f := newFixture(t)
 	e, ctx := f.e, f.ctx
 	write := func(who, app string) error {
-		_, err := e.Put(ctx, f.actors[who], app, "jobs", "w-"+who, []byte(`{"by":"`+who+`"}`), engine.PutOptions{})
+		_, err := e.Put(ctx, f.actors[who], app, "jobs", "w-"+who, []byte(`{"by":"`+who+`"}`), appcode.PutOptions{})
 		return err
 	}
 	update := func(who, app string) error {
-		_, err := e.Put(ctx, f.actors[who], app, "jobs", "j1", []byte(`{"status":"taken"}`), engine.PutOptions{})
+		_, err := e.Put(ctx, f.actors[who], app, "jobs", "j1", []byte(`{"status":"taken"}`), appcode.PutOptions{})
 		return err
 	}
 	del := func(who, app string) error {
@@ -129,7 +130,7 @@ func TestRolesAreGranted(t *testing.T) {
 	e, ctx := f.e, f.ctx
 	dave := f.actors["dave"]
 	put := func() error {
-		_, err := e.Put(ctx, dave, "alice/jobs", "jobs", "d", []byte(`{}`), engine.PutOptions{})
+		_, err := e.Put(ctx, dave, "alice/jobs", "jobs", "d", []byte(`{}`), appcode.PutOptions{})
 		return err
 	}
 	wantCode(t, put(), errs.Forbidden, "dave before a role")
@@ -181,7 +182,7 @@ func TestCreateAppPermissions(t *testing.T) {
 	}
 	// The owner of an app made by the admin writes to it; the admin's
 	// app list has every app.
-	if _, err := e.Put(ctx, f.actors["dave"], "dave/x", "jobs", "d", []byte(`{}`), engine.PutOptions{}); err != nil {
+	if _, err := e.Put(ctx, f.actors["dave"], "dave/x", "jobs", "d", []byte(`{}`), appcode.PutOptions{}); err != nil {
 		t.Fatalf("dave writes to dave/x: %v", err)
 	}
 	apps, err := e.Apps(ctx, f.actors["admin"])

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -87,15 +88,8 @@ func (e *Engine) History(ctx context.Context, a Actor, appRef, db, id string) ([
 	return out, nil
 }
 
-// Page is one page of documents; Next is the cursor of the next page, ""
-// on the last.
-type Page struct {
-	Docs []json.RawMessage `json:"docs"`
-	Next string            `json:"next"`
-}
-
 // Query lists live documents whose field equals key (JSON), by id.
-func (e *Engine) Query(ctx context.Context, a Actor, appRef, db, field string, key json.RawMessage, limit int, after string) (Page, error) {
+func (e *Engine) Query(ctx context.Context, a Actor, appRef, db, field string, key json.RawMessage, limit int, after string) (appcode.Page, error) {
 	if key == nil {
 		key = json.RawMessage{}
 	}
@@ -103,18 +97,18 @@ func (e *Engine) Query(ctx context.Context, a Actor, appRef, db, field string, k
 }
 
 // Scan lists the live documents of a database by id.
-func (e *Engine) Scan(ctx context.Context, a Actor, appRef, db string, limit int, after string) (Page, error) {
+func (e *Engine) Scan(ctx context.Context, a Actor, appRef, db string, limit int, after string) (appcode.Page, error) {
 	app, v, err := e.readable(ctx, a, appRef, db, false)
 	if err != nil {
-		return Page{}, err
+		return appcode.Page{}, err
 	}
 	limit, err = pageLimit(limit)
 	if err != nil {
-		return Page{}, err
+		return appcode.Page{}, err
 	}
 	afterID, err := decodeCursor(after)
 	if err != nil {
-		return Page{}, err
+		return appcode.Page{}, err
 	}
 	return e.fillPage(app, v, db, limit, pos{id: afterID}, nil, func(after pos, n int) ([]store.Doc, error) {
 		return e.st.Scan(ctx, app.ID, db, after.id, n)
@@ -126,8 +120,8 @@ func (e *Engine) Scan(ctx context.Context, a Actor, appRef, db string, limit int
 // with more to come. It reads one extra document to know whether there
 // is a next page. keyOf, for queries in (value, id) order, gives the
 // value a cursor resumes after; nil means id order.
-func (e *Engine) fillPage(app *appState, v *view, db string, limit int, after pos, keyOf func(store.Doc) json.RawMessage, fetch func(after pos, n int) ([]store.Doc, error)) (Page, error) {
-	p := Page{Docs: make([]json.RawMessage, 0, min(limit, 64))}
+func (e *Engine) fillPage(app *appState, v *view, db string, limit int, after pos, keyOf func(store.Doc) json.RawMessage, fetch func(after pos, n int) ([]store.Doc, error)) (appcode.Page, error) {
+	p := appcode.Page{Docs: make([]json.RawMessage, 0, min(limit, 64))}
 	var last pos
 	at := func(d store.Doc) pos {
 		if keyOf == nil {
@@ -138,7 +132,7 @@ func (e *Engine) fillPage(app *appState, v *view, db string, limit int, after po
 	for {
 		docs, err := fetch(after, limit+1)
 		if err != nil {
-			return Page{}, internal(err)
+			return appcode.Page{}, internal(err)
 		}
 		for _, d := range docs {
 			if !v.sees(app, db, d.Channels) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/clock"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -211,7 +212,7 @@ func sameCode(a, b *appCode) bool {
 }
 
 // current returns the app's state with its live code.
-func (ar *appRunner) current() (*appState, Backend, error) {
+func (ar *appRunner) current() (*appState, appcode.Backend, error) {
 	app, err := ar.r.e.app(ar.r.ctx, ar.ref)
 	if err != nil {
 		return nil, nil, err

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -16,7 +17,7 @@ func (ar *appRunner) schedule() {
 	for {
 		app, be, err := ar.current()
 		var interval time.Duration
-		if err == nil && be != nil && be.Has("scheduled") {
+		if err == nil && be != nil && be.Has(appcode.Scheduled) {
 			interval = be.Config().Scheduled.Interval
 		}
 		if interval <= 0 {
@@ -41,14 +42,14 @@ func (ar *appRunner) schedule() {
 		case <-fire:
 		}
 		// The code may have changed while waiting: tick with what is live.
-		if app, be, err = ar.current(); err != nil || be == nil || !be.Has("scheduled") {
+		if app, be, err = ar.current(); err != nil || be == nil || !be.Has(appcode.Scheduled) {
 			continue
 		}
 		ar.runTick(app, be, planned)
 	}
 }
 
-func (ar *appRunner) runTick(app *appState, be Backend, planned time.Time) {
+func (ar *appRunner) runTick(app *appState, be appcode.Backend, planned time.Time) {
 	e, ctx := ar.r.e, ar.r.ctx
 	// On a shared database several nodes plan the same tick: the first to
 	// take it runs it, the others skip it. The tick holds the schedule
@@ -85,8 +86,8 @@ func (ar *appRunner) runTick(app *appState, be Backend, planned time.Time) {
 	go ar.stopOnDeploy(app.code, func() { deployed.Store(true); stop() }, done)
 	started := e.clock.Now()
 	// scheduled acts as the app's owner.
-	hc := &handlerCtx{e: e, app: app, actor: Actor{User: app.Owner, Handler: "scheduled"}}
-	err := be.Scheduled(tctx, TickEvent{ScheduledTime: planned.UnixMilli()}, hc)
+	hc := &handlerCtx{e: e, app: app, actor: Actor{User: app.Owner, Handler: appcode.Scheduled}}
+	err := be.Scheduled(tctx, appcode.TickEvent{ScheduledTime: planned.UnixMilli()}, hc)
 	t := store.Tick{Planned: planned, Started: started, Duration: e.clock.Now().Sub(started)}
 	switch {
 	case deployed.Load():

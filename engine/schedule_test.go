@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // TestDeployStopsTheRunningTick: a scheduled tick still running when a new
@@ -18,7 +18,7 @@ func TestDeployStopsTheRunningTick(t *testing.T) {
 	started := make(chan int64, 4)
 	stopped := make(chan error, 4)
 	first := true
-	b := &goBackend{scheduled: func(ctx context.Context, ev engine.TickEvent, hc engine.HandlerContext) error {
+	b := &goBackend{scheduled: func(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
 		started <- ev.ScheduledTime
 		if first { // a tick that would run forever
 			first = false
@@ -72,12 +72,12 @@ func TestDeployStopsTheRunningOnChange(t *testing.T) {
 	live.Store(1)
 	type run struct {
 		version int32
-		ev      engine.ChangeEvent
+		ev      appcode.ChangeEvent
 	}
 	runs := make(chan run, 10)
 	ticks, stopped := make(chan struct{}, 10), make(chan struct{}, 10)
 	b := &goBackend{
-		onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+		onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 			v := live.Load()
 			runs <- run{v, ev}
 			if v < 3 { // awaits something that never settles
@@ -86,7 +86,7 @@ func TestDeployStopsTheRunningOnChange(t *testing.T) {
 			}
 			return nil
 		},
-		scheduled: func(ctx context.Context, ev engine.TickEvent, hc engine.HandlerContext) error {
+		scheduled: func(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
 			ticks <- struct{}{}
 			<-ctx.Done()
 			stopped <- struct{}{}
@@ -97,7 +97,7 @@ func TestDeployStopsTheRunningOnChange(t *testing.T) {
 	b.cfg.Scheduled.Interval = time.Hour
 	env := newDeliveryEnv(t, b)
 	ctx := context.Background()
-	res, err := env.e.Put(ctx, env.owner, "alice/app", "jobs", "j", []byte(`{}`), engine.PutOptions{})
+	res, err := env.e.Put(ctx, env.owner, "alice/app", "jobs", "j", []byte(`{}`), appcode.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

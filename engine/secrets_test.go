@@ -12,6 +12,7 @@ import (
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -42,7 +43,7 @@ func newSecretEnv(t *testing.T, key []byte, b *goBackend) *secretEnv {
 	b.cfg.OnChange.Concurrency = max(b.cfg.OnChange.Concurrency, 1)
 	b.cfg.OnChange.MaxAttempts = max(b.cfg.OnChange.MaxAttempts, 1)
 	if b.cfg.OnChange.Timeout == 0 {
-		b.cfg.OnChange.Timeout = engine.DefaultRunTimeout
+		b.cfg.OnChange.Timeout = appcode.DefaultRunTimeout
 	}
 	clk := clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC))
 	e := engine.New(st, engine.Options{Clock: clk, Runtime: nopRuntime{}, Backends: goCompiler{b}, SecretKey: key})
@@ -147,7 +148,7 @@ func TestHandlersReadTheirSecrets(t *testing.T) {
 		ok bool
 	}
 	got := make(chan seen, 10)
-	v := newSecretEnv(t, testSecretKey, &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+	v := newSecretEnv(t, testSecretKey, &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		s, ok := hc.Secret("API_KEY")
 		got <- seen{s, ok}
 		return nil
@@ -155,7 +156,7 @@ func TestHandlersReadTheirSecrets(t *testing.T) {
 	ctx := context.Background()
 	write := func(id string) seen {
 		t.Helper()
-		if _, err := v.e.Put(ctx, v.alice, "alice/app", "jobs", id, []byte(`{}`), engine.PutOptions{}); err != nil {
+		if _, err := v.e.Put(ctx, v.alice, "alice/app", "jobs", id, []byte(`{}`), appcode.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -204,7 +205,7 @@ func TestSecretsDoNotOpenWithAnotherKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 1, 1, engine.DefaultRunTimeout
+		b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 1, 1, appcode.DefaultRunTimeout
 		return engine.New(st, engine.Options{Clock: clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC)),
 			Runtime: nopRuntime{}, Backends: goCompiler{b}, SecretKey: key})
 	}
@@ -222,7 +223,7 @@ func TestSecretsDoNotOpenWithAnotherKey(t *testing.T) {
 	}
 	e.Store().Close()
 
-	e2 := open(bytes.Repeat([]byte{9}, 32), &goBackend{onChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+	e2 := open(bytes.Repeat([]byte{9}, 32), &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		_, ok := hc.Secret("K")
 		got <- ok
 		return nil
@@ -232,7 +233,7 @@ func TestSecretsDoNotOpenWithAnotherKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e2.Close()
-	if _, err := e2.Put(ctx, admin, "admin/app", "jobs", "x", []byte(`{}`), engine.PutOptions{}); err != nil {
+	if _, err := e2.Put(ctx, admin, "admin/app", "jobs", "x", []byte(`{}`), appcode.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	select {

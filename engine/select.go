@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -34,23 +35,23 @@ func (s Selector) ranged() bool { return s.Key == nil }
 
 // Select lists the live documents the selector picks that a may read,
 // a page at a time.
-func (e *Engine) Select(ctx context.Context, a Actor, appRef, db string, s Selector, limit int, after string) (Page, error) {
+func (e *Engine) Select(ctx context.Context, a Actor, appRef, db string, s Selector, limit int, after string) (appcode.Page, error) {
 	app, v, err := e.readable(ctx, a, appRef, db, false)
 	if err != nil {
-		return Page{}, err
+		return appcode.Page{}, err
 	}
 	q, err := s.storeQuery()
 	if err != nil {
-		return Page{}, err
+		return appcode.Page{}, err
 	}
 	limit, err = pageLimit(limit)
 	if err != nil {
-		return Page{}, err
+		return appcode.Page{}, err
 	}
 	q.AppID, q.DB = app.ID, db
 	start, err := decodePos(after, s.ranged())
 	if err != nil {
-		return Page{}, err
+		return appcode.Page{}, err
 	}
 	var keyOf func(store.Doc) json.RawMessage
 	if s.ranged() {

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // Static files: an app folder's public/ is deployed with its code, kept
@@ -17,9 +18,6 @@ import (
 // exact path in the live version's own set, never on a file system, and
 // every path is checked at deploy and at request time, so no request can
 // reach past the app's folder: not another app's files, not the server's.
-
-// StaticDir is the folder of static files inside an app's folder.
-const StaticDir = "public"
 
 // Limits of one version's static files.
 const (
@@ -46,7 +44,7 @@ type Code struct {
 // backslashes, colons (drive letters), NUL and other control characters.
 func ValidStaticPath(p string) error {
 	bad := func(why string) error {
-		return errs.New(errs.Invalid, "static file path %q %s; paths are relative to the app's %s/ folder, with '/' between names", p, why, StaticDir)
+		return errs.New(errs.Invalid, "static file path %q %s; paths are relative to the app's %s/ folder, with '/' between names", p, why, appcode.StaticDir)
 	}
 	switch {
 	case p == "":
@@ -83,7 +81,7 @@ func ValidStaticPath(p string) error {
 // checkStaticFiles applies the path rules and the size limits to a deploy.
 func checkStaticFiles(files map[string][]byte) error {
 	if len(files) > MaxStaticFiles {
-		return errs.New(errs.TooLarge, "%s/ has %d files; the limit is %d", StaticDir, len(files), MaxStaticFiles)
+		return errs.New(errs.TooLarge, "%s/ has %d files; the limit is %d", appcode.StaticDir, len(files), MaxStaticFiles)
 	}
 	total := 0
 	for p, b := range files {
@@ -91,12 +89,12 @@ func checkStaticFiles(files map[string][]byte) error {
 			return err
 		}
 		if len(b) > MaxStaticFileBytes {
-			return errs.New(errs.TooLarge, "%s/%s is %d bytes; the limit of one static file is %d", StaticDir, p, len(b), MaxStaticFileBytes)
+			return errs.New(errs.TooLarge, "%s/%s is %d bytes; the limit of one static file is %d", appcode.StaticDir, p, len(b), MaxStaticFileBytes)
 		}
 		total += len(b)
 	}
 	if total > MaxStaticTotalBytes {
-		return errs.New(errs.TooLarge, "%s/ holds %d bytes; the limit is %d", StaticDir, total, MaxStaticTotalBytes)
+		return errs.New(errs.TooLarge, "%s/ holds %d bytes; the limit is %d", appcode.StaticDir, total, MaxStaticTotalBytes)
 	}
 	return nil
 }
@@ -155,7 +153,7 @@ func (e *Engine) Static(ctx context.Context, appRef, p string) (StaticFile, erro
 	if _, ok := files[name+"/"+IndexFile]; ok {
 		return StaticFile{}, ErrStaticFolder
 	}
-	return StaticFile{}, errs.New(errs.NotFound, "app %s has no static file %q; static files come from the %s/ folder deployed with its code", appRef, name, StaticDir)
+	return StaticFile{}, errs.New(errs.NotFound, "app %s has no static file %q; static files come from the %s/ folder deployed with its code", appRef, name, appcode.StaticDir)
 }
 
 // LiveCode returns the sources and static files of the app's live

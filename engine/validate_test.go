@@ -13,6 +13,7 @@ import (
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -68,7 +69,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	for _, app := range []string{"alice/jobs", "alice/pub"} {
-		if _, err := f.e.Put(f.ctx, alice, app, "jobs", "j1", []byte(`{"status":"pending"}`), engine.PutOptions{}); err != nil {
+		if _, err := f.e.Put(f.ctx, alice, app, "jobs", "j1", []byte(`{"status":"pending"}`), appcode.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,58 +135,58 @@ func TestPutRejectsBadInput(t *testing.T) {
 	big := `{"pad":"` + strings.Repeat("x", testMaxDoc) + `"}`
 	cases := []struct {
 		name, app, db, id, body string
-		o                       engine.PutOptions
+		o                       appcode.PutOptions
 		code                    errs.Code
 	}{
-		{"malformed JSON", "alice/jobs", "jobs", "x", `{"a":`, engine.PutOptions{}, errs.Invalid},
-		{"trailing comma", "alice/jobs", "jobs", "x", `{"a":1,}`, engine.PutOptions{}, errs.Invalid},
-		{"unquoted key", "alice/jobs", "jobs", "x", `{a:1}`, engine.PutOptions{}, errs.Invalid},
-		{"single quotes", "alice/jobs", "jobs", "x", `{'a':1}`, engine.PutOptions{}, errs.Invalid},
-		{"trailing brace", "alice/jobs", "jobs", "x", `{"a":1}}`, engine.PutOptions{}, errs.Invalid},
-		{"trailing bracket", "alice/jobs", "jobs", "x", `{"a":1}]`, engine.PutOptions{}, errs.Invalid},
-		{"two objects", "alice/jobs", "jobs", "x", `{"a":1} {"b":2}`, engine.PutOptions{}, errs.Invalid},
-		{"trailing garbage", "alice/jobs", "jobs", "x", `{"a":1} x`, engine.PutOptions{}, errs.Invalid},
-		{"raw control character in a string", "alice/jobs", "jobs", "x", "{\"a\":\"x\ny\"}", engine.PutOptions{}, errs.Invalid},
-		{"empty body", "alice/jobs", "jobs", "x", ``, engine.PutOptions{}, errs.Invalid},
-		{"blank body", "alice/jobs", "jobs", "x", " \n\t", engine.PutOptions{}, errs.Invalid},
-		{"array", "alice/jobs", "jobs", "x", `[{"a":1}]`, engine.PutOptions{}, errs.Invalid},
-		{"empty array", "alice/jobs", "jobs", "x", `[]`, engine.PutOptions{}, errs.Invalid},
-		{"string", "alice/jobs", "jobs", "x", `"doc"`, engine.PutOptions{}, errs.Invalid},
-		{"null", "alice/jobs", "jobs", "x", `null`, engine.PutOptions{}, errs.Invalid},
-		{"number", "alice/jobs", "jobs", "x", `42`, engine.PutOptions{}, errs.Invalid},
-		{"boolean", "alice/jobs", "jobs", "x", `true`, engine.PutOptions{}, errs.Invalid},
-		{"id from the body is empty", "alice/jobs", "jobs", "", `{"_id":""}`, engine.PutOptions{}, errs.Invalid},
-		{"id 513 bytes", "alice/jobs", "jobs", strings.Repeat("a", 513), `{}`, engine.PutOptions{}, errs.Invalid},
-		{"id 513 bytes in the body", "alice/jobs", "jobs", "", `{"_id":"` + strings.Repeat("a", 513) + `"}`, engine.PutOptions{}, errs.Invalid},
-		{"id with a leading _", "alice/jobs", "jobs", "_design", `{}`, engine.PutOptions{}, errs.Invalid},
-		{"id with a leading _ in the body", "alice/jobs", "jobs", "", `{"_id":"_x"}`, engine.PutOptions{}, errs.Invalid},
-		{"id with a newline", "alice/jobs", "jobs", "a\nb", `{}`, engine.PutOptions{}, errs.Invalid},
-		{"id with NUL", "alice/jobs", "jobs", "a\x00b", `{}`, engine.PutOptions{}, errs.Invalid},
-		{"id with DEL", "alice/jobs", "jobs", "a\x7fb", `{}`, engine.PutOptions{}, errs.Invalid},
-		{"id with a C1 control", "alice/jobs", "jobs", "a\u0085b", `{}`, engine.PutOptions{}, errs.Invalid},
-		{"id with an escaped control in the body", "alice/jobs", "jobs", "", `{"_id":"a\u0007b"}`, engine.PutOptions{}, errs.Invalid},
-		{"id not UTF-8", "alice/jobs", "jobs", "a\xff\xfeb", `{}`, engine.PutOptions{}, errs.Invalid},
-		{"_id not a string", "alice/jobs", "jobs", "", `{"_id":5}`, engine.PutOptions{}, errs.Invalid},
-		{"_id null", "alice/jobs", "jobs", "x", `{"_id":null}`, engine.PutOptions{}, errs.Invalid},
-		{"_id differs from the id", "alice/jobs", "jobs", "a", `{"_id":"b"}`, engine.PutOptions{}, errs.Invalid},
-		{"ifRev without an id", "alice/jobs", "jobs", "", `{}`, engine.PutOptions{IfRev: "1-x"}, errs.Invalid},
-		{"reserved _x", "alice/jobs", "jobs", "x", `{"_x":1}`, engine.PutOptions{}, errs.Invalid},
-		{"reserved _deleted", "alice/jobs", "jobs", "x", `{"_deleted":true}`, engine.PutOptions{}, errs.Invalid},
-		{"reserved _", "alice/jobs", "jobs", "x", `{"_":1}`, engine.PutOptions{}, errs.Invalid},
-		{"reserved escaped \\u005f", "alice/jobs", "jobs", "x", `{"\u005fx":1}`, engine.PutOptions{}, errs.Invalid},
-		{"over the size limit", "alice/jobs", "jobs", "x", big, engine.PutOptions{}, errs.TooLarge},
-		{"unknown app", "ghost/app", "jobs", "x", `{}`, engine.PutOptions{}, errs.NotFound},
-		{"unknown app name", "alice/nope", "jobs", "x", `{}`, engine.PutOptions{}, errs.NotFound},
-		{"app ref without /", "alicejobs", "jobs", "x", `{}`, engine.PutOptions{}, errs.Invalid},
-		{"app ref upper case", "Alice/jobs", "jobs", "x", `{}`, engine.PutOptions{}, errs.Invalid},
-		{"app ref empty name", "alice/", "jobs", "x", `{}`, engine.PutOptions{}, errs.Invalid},
-		{"app ref three parts", "alice/jobs/x", "jobs", "x", `{}`, engine.PutOptions{}, errs.Invalid},
-		{"app ref empty", "", "jobs", "x", `{}`, engine.PutOptions{}, errs.Invalid},
-		{"db empty", "alice/jobs", "", "x", `{}`, engine.PutOptions{}, errs.Invalid},
-		{"db with a space", "alice/jobs", "my db", "x", `{}`, engine.PutOptions{}, errs.Invalid},
-		{"db with a slash", "alice/jobs", "a/b", "x", `{}`, engine.PutOptions{}, errs.Invalid},
-		{"db 65 chars", "alice/jobs", strings.Repeat("d", 65), "x", `{}`, engine.PutOptions{}, errs.Invalid},
-		{"db not ASCII", "alice/jobs", "jöbs", "x", `{}`, engine.PutOptions{}, errs.Invalid},
+		{"malformed JSON", "alice/jobs", "jobs", "x", `{"a":`, appcode.PutOptions{}, errs.Invalid},
+		{"trailing comma", "alice/jobs", "jobs", "x", `{"a":1,}`, appcode.PutOptions{}, errs.Invalid},
+		{"unquoted key", "alice/jobs", "jobs", "x", `{a:1}`, appcode.PutOptions{}, errs.Invalid},
+		{"single quotes", "alice/jobs", "jobs", "x", `{'a':1}`, appcode.PutOptions{}, errs.Invalid},
+		{"trailing brace", "alice/jobs", "jobs", "x", `{"a":1}}`, appcode.PutOptions{}, errs.Invalid},
+		{"trailing bracket", "alice/jobs", "jobs", "x", `{"a":1}]`, appcode.PutOptions{}, errs.Invalid},
+		{"two objects", "alice/jobs", "jobs", "x", `{"a":1} {"b":2}`, appcode.PutOptions{}, errs.Invalid},
+		{"trailing garbage", "alice/jobs", "jobs", "x", `{"a":1} x`, appcode.PutOptions{}, errs.Invalid},
+		{"raw control character in a string", "alice/jobs", "jobs", "x", "{\"a\":\"x\ny\"}", appcode.PutOptions{}, errs.Invalid},
+		{"empty body", "alice/jobs", "jobs", "x", ``, appcode.PutOptions{}, errs.Invalid},
+		{"blank body", "alice/jobs", "jobs", "x", " \n\t", appcode.PutOptions{}, errs.Invalid},
+		{"array", "alice/jobs", "jobs", "x", `[{"a":1}]`, appcode.PutOptions{}, errs.Invalid},
+		{"empty array", "alice/jobs", "jobs", "x", `[]`, appcode.PutOptions{}, errs.Invalid},
+		{"string", "alice/jobs", "jobs", "x", `"doc"`, appcode.PutOptions{}, errs.Invalid},
+		{"null", "alice/jobs", "jobs", "x", `null`, appcode.PutOptions{}, errs.Invalid},
+		{"number", "alice/jobs", "jobs", "x", `42`, appcode.PutOptions{}, errs.Invalid},
+		{"boolean", "alice/jobs", "jobs", "x", `true`, appcode.PutOptions{}, errs.Invalid},
+		{"id from the body is empty", "alice/jobs", "jobs", "", `{"_id":""}`, appcode.PutOptions{}, errs.Invalid},
+		{"id 513 bytes", "alice/jobs", "jobs", strings.Repeat("a", 513), `{}`, appcode.PutOptions{}, errs.Invalid},
+		{"id 513 bytes in the body", "alice/jobs", "jobs", "", `{"_id":"` + strings.Repeat("a", 513) + `"}`, appcode.PutOptions{}, errs.Invalid},
+		{"id with a leading _", "alice/jobs", "jobs", "_design", `{}`, appcode.PutOptions{}, errs.Invalid},
+		{"id with a leading _ in the body", "alice/jobs", "jobs", "", `{"_id":"_x"}`, appcode.PutOptions{}, errs.Invalid},
+		{"id with a newline", "alice/jobs", "jobs", "a\nb", `{}`, appcode.PutOptions{}, errs.Invalid},
+		{"id with NUL", "alice/jobs", "jobs", "a\x00b", `{}`, appcode.PutOptions{}, errs.Invalid},
+		{"id with DEL", "alice/jobs", "jobs", "a\x7fb", `{}`, appcode.PutOptions{}, errs.Invalid},
+		{"id with a C1 control", "alice/jobs", "jobs", "a\u0085b", `{}`, appcode.PutOptions{}, errs.Invalid},
+		{"id with an escaped control in the body", "alice/jobs", "jobs", "", `{"_id":"a\u0007b"}`, appcode.PutOptions{}, errs.Invalid},
+		{"id not UTF-8", "alice/jobs", "jobs", "a\xff\xfeb", `{}`, appcode.PutOptions{}, errs.Invalid},
+		{"_id not a string", "alice/jobs", "jobs", "", `{"_id":5}`, appcode.PutOptions{}, errs.Invalid},
+		{"_id null", "alice/jobs", "jobs", "x", `{"_id":null}`, appcode.PutOptions{}, errs.Invalid},
+		{"_id differs from the id", "alice/jobs", "jobs", "a", `{"_id":"b"}`, appcode.PutOptions{}, errs.Invalid},
+		{"ifRev without an id", "alice/jobs", "jobs", "", `{}`, appcode.PutOptions{IfRev: "1-x"}, errs.Invalid},
+		{"reserved _x", "alice/jobs", "jobs", "x", `{"_x":1}`, appcode.PutOptions{}, errs.Invalid},
+		{"reserved _deleted", "alice/jobs", "jobs", "x", `{"_deleted":true}`, appcode.PutOptions{}, errs.Invalid},
+		{"reserved _", "alice/jobs", "jobs", "x", `{"_":1}`, appcode.PutOptions{}, errs.Invalid},
+		{"reserved escaped \\u005f", "alice/jobs", "jobs", "x", `{"\u005fx":1}`, appcode.PutOptions{}, errs.Invalid},
+		{"over the size limit", "alice/jobs", "jobs", "x", big, appcode.PutOptions{}, errs.TooLarge},
+		{"unknown app", "ghost/app", "jobs", "x", `{}`, appcode.PutOptions{}, errs.NotFound},
+		{"unknown app name", "alice/nope", "jobs", "x", `{}`, appcode.PutOptions{}, errs.NotFound},
+		{"app ref without /", "alicejobs", "jobs", "x", `{}`, appcode.PutOptions{}, errs.Invalid},
+		{"app ref upper case", "Alice/jobs", "jobs", "x", `{}`, appcode.PutOptions{}, errs.Invalid},
+		{"app ref empty name", "alice/", "jobs", "x", `{}`, appcode.PutOptions{}, errs.Invalid},
+		{"app ref three parts", "alice/jobs/x", "jobs", "x", `{}`, appcode.PutOptions{}, errs.Invalid},
+		{"app ref empty", "", "jobs", "x", `{}`, appcode.PutOptions{}, errs.Invalid},
+		{"db empty", "alice/jobs", "", "x", `{}`, appcode.PutOptions{}, errs.Invalid},
+		{"db with a space", "alice/jobs", "my db", "x", `{}`, appcode.PutOptions{}, errs.Invalid},
+		{"db with a slash", "alice/jobs", "a/b", "x", `{}`, appcode.PutOptions{}, errs.Invalid},
+		{"db 65 chars", "alice/jobs", strings.Repeat("d", 65), "x", `{}`, appcode.PutOptions{}, errs.Invalid},
+		{"db not ASCII", "alice/jobs", "jöbs", "x", `{}`, appcode.PutOptions{}, errs.Invalid},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -222,7 +223,7 @@ func TestPutAcceptsEdgeInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r, err := f.e.Put(f.ctx, alice, "alice/jobs", "jobs", c.id, []byte(c.body), engine.PutOptions{})
+			r, err := f.e.Put(f.ctx, alice, "alice/jobs", "jobs", c.id, []byte(c.body), appcode.PutOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

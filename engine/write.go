@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -13,85 +14,68 @@ import (
 // it before giving up; each retry means another writer committed.
 const maxHeadRetries = 1000
 
-// PutOptions are the conditions of a put.
-type PutOptions struct {
-	// IfRev commits only if the head is still this revision.
-	IfRev string
-	// IfAbsent creates the document only if no live one exists; otherwise
-	// the put is a no-op that reports the existing rev.
-	IfAbsent bool
-}
-
-// WriteResult reports a committed (or, with IfAbsent, existing) revision.
-type WriteResult struct {
-	ID       string `json:"id"`
-	Rev      string `json:"rev"`
-	Seq      int64  `json:"seq,omitempty"`
-	Existing bool   `json:"existing,omitempty"`
-}
-
 // Put writes a document. id may be empty: then the body's _id is used, or
 // a new id is minted.
-func (e *Engine) Put(ctx context.Context, a Actor, appRef, db, id string, body []byte, o PutOptions) (WriteResult, error) {
+func (e *Engine) Put(ctx context.Context, a Actor, appRef, db, id string, body []byte, o appcode.PutOptions) (appcode.WriteResult, error) {
 	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
-		return WriteResult{}, err
+		return appcode.WriteResult{}, err
 	}
 	if err := ValidDB(db); err != nil {
-		return WriteResult{}, err
+		return appcode.WriteResult{}, err
 	}
 	if o.IfRev != "" && o.IfAbsent {
-		return WriteResult{}, errs.New(errs.Invalid, "ifRev and ifAbsent exclude each other: ifRev updates an existing document, ifAbsent only creates; pass one")
+		return appcode.WriteResult{}, errs.New(errs.Invalid, "ifRev and ifAbsent exclude each other: ifRev updates an existing document, ifAbsent only creates; pass one")
 	}
 	p, err := parseDoc(body, e.maxDoc)
 	if err != nil {
-		return WriteResult{}, err
+		return appcode.WriteResult{}, err
 	}
 	switch {
 	case id == "" && p.id == "":
 		if o.IfRev != "" {
-			return WriteResult{}, errs.New(errs.Invalid, "ifRev needs a document id; pass the id of the document to update")
+			return appcode.WriteResult{}, errs.New(errs.Invalid, "ifRev needs a document id; pass the id of the document to update")
 		}
 		if o.IfAbsent {
 			// A minted id is new every time, so the write could never be
 			// the no-op that ifAbsent promises on a re-run.
-			return WriteResult{}, errs.New(errs.Invalid, "ifAbsent needs a document id: without one a new document is minted each time; pass an id or give the body an _id")
+			return appcode.WriteResult{}, errs.New(errs.Invalid, "ifAbsent needs a document id: without one a new document is minted each time; pass an id or give the body an _id")
 		}
 		id = mintID(e.clock.Now())
 	case id == "":
 		id = p.id
 	case p.id != "" && p.id != id:
-		return WriteResult{}, errs.New(errs.Invalid, "the body's _id %q differs from the id %q of the request; drop one of them", p.id, id)
+		return appcode.WriteResult{}, errs.New(errs.Invalid, "the body's _id %q differs from the id %q of the request; drop one of them", p.id, id)
 	}
 	if err := ValidID(id); err != nil {
-		return WriteResult{}, err
+		return appcode.WriteResult{}, err
 	}
 	return e.write(ctx, a, app, db, id, false, p.body, o)
 }
 
 // Delete writes a tombstone. Deleting a missing or deleted document is
 // not_found.
-func (e *Engine) Delete(ctx context.Context, a Actor, appRef, db, id, ifRev string) (WriteResult, error) {
+func (e *Engine) Delete(ctx context.Context, a Actor, appRef, db, id, ifRev string) (appcode.WriteResult, error) {
 	app, err := e.appAs(ctx, a, appRef)
 	if err != nil {
-		return WriteResult{}, err
+		return appcode.WriteResult{}, err
 	}
 	if err := ValidDB(db); err != nil {
-		return WriteResult{}, err
+		return appcode.WriteResult{}, err
 	}
 	if err := ValidID(id); err != nil {
-		return WriteResult{}, err
+		return appcode.WriteResult{}, err
 	}
-	return e.write(ctx, a, app, db, id, true, nil, PutOptions{IfRev: ifRev})
+	return e.write(ctx, a, app, db, id, true, nil, appcode.PutOptions{IfRev: ifRev})
 }
 
 // write is the critical section of docs/architecture.md, "Storage and the write path": read the head, check the
 // conditions, decide, and commit only if the head is still the one read.
 // A head that moved means another writer won the race: read it again and
 // decide again, never overwrite blindly.
-func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id string, deleted bool, body []byte, o PutOptions) (res WriteResult, err error) {
+func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id string, deleted bool, body []byte, o appcode.PutOptions) (res appcode.WriteResult, err error) {
 	if err := e.spendFanOut(app, a); err != nil {
-		return WriteResult{}, err
+		return appcode.WriteResult{}, err
 	}
 	defer func() {
 		if err != nil || res.Existing {
@@ -101,7 +85,7 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 	gate := app.gate(db)
 	if gate == nil {
 		if err := e.mayWrite(a, app); err != nil {
-			return WriteResult{}, err
+			return appcode.WriteResult{}, err
 		}
 	}
 	hints, _ := e.st.(store.HeadHinter)
@@ -118,7 +102,7 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 		if !hinted {
 			var err error
 			if head, err = e.st.Get(ctx, app.ID, db, id); err != nil {
-				return WriteResult{}, internal(err)
+				return appcode.WriteResult{}, internal(err)
 			}
 		}
 		res, done, err := e.writeAt(ctx, a, app, gate, db, id, deleted, body, o, head)
@@ -127,7 +111,7 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 		if hinted && done && (res.Existing || err != nil && !errors.Is(err, errCommit)) {
 			fresh, gerr := e.st.Get(ctx, app.ID, db, id)
 			if gerr != nil {
-				return WriteResult{}, internal(gerr)
+				return appcode.WriteResult{}, internal(gerr)
 			}
 			if fresh == nil || fresh.Rev != head.Rev {
 				continue
@@ -140,7 +124,7 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 			return res, err
 		}
 	}
-	return WriteResult{}, errs.New(errs.Unavailable, "document %q changed %d times while this write tried to commit; retry later", id, maxHeadRetries)
+	return appcode.WriteResult{}, errs.New(errs.Unavailable, "document %q changed %d times while this write tried to commit; retry later", id, maxHeadRetries)
 }
 
 // errCommit marks an error of the commit itself, as opposed to a
@@ -154,7 +138,7 @@ func (e commitError) Unwrap() error        { return e.error }
 
 // writeAt decides a write against head and commits it if head is still
 // the document's head. done is false when it was not: decide again.
-func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate AccessFunc, db, id string, deleted bool, body []byte, o PutOptions, head *store.Doc) (res WriteResult, done bool, err error) {
+func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate appcode.AccessFunc, db, id string, deleted bool, body []byte, o appcode.PutOptions, head *store.Doc) (res appcode.WriteResult, done bool, err error) {
 	live := head != nil && !head.Deleted
 	if o.IfRev != "" {
 		switch {
@@ -170,7 +154,7 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate Acces
 		return res, true, errs.New(errs.NotFound, "document %q not found in database %q", id, db)
 	}
 	if o.IfAbsent && live {
-		return WriteResult{ID: id, Rev: head.Rev, Existing: true}, true, nil
+		return appcode.WriteResult{ID: id, Rev: head.Rev, Existing: true}, true, nil
 	}
 	w := &store.Write{
 		AppID: app.ID, DB: db, ID: id,
@@ -185,7 +169,7 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate Acces
 		// happens only if the head is still this one.
 		dec, err := gate.Check(ctx, e.accessInput(ctx, a, app, db, id, deleted, body, head, live))
 		if err == nil {
-			err = dec.check()
+			err = checkDecision(dec)
 		}
 		if err != nil {
 			if errs.Is(err, errs.AccessError) {
@@ -225,11 +209,11 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate Acces
 	if guarded {
 		e.loopGuarded(a, app, w)
 	}
-	return WriteResult{ID: id, Rev: w.Rev, Seq: seq}, true, nil
+	return appcode.WriteResult{ID: id, Rev: w.Rev, Seq: seq}, true, nil
 }
 
-func (e *Engine) accessInput(ctx context.Context, a Actor, app *appState, db, id string, deleted bool, body []byte, head *store.Doc, live bool) AccessInput {
-	in := AccessInput{App: app.ref(), DB: db, Handler: a.Handler, Timeout: app.accessTimeout(), Now: e.clock.Now()}
+func (e *Engine) accessInput(ctx context.Context, a Actor, app *appState, db, id string, deleted bool, body []byte, head *store.Doc, live bool) appcode.AccessInput {
+	in := appcode.AccessInput{App: app.ref(), DB: db, Handler: a.Handler, Timeout: app.accessTimeout(), Now: e.clock.Now()}
 	if deleted {
 		in.Doc = DocJSON(id, "", true, nil)
 	} else {
@@ -239,7 +223,7 @@ func (e *Engine) accessInput(ctx context.Context, a Actor, app *appState, db, id
 		in.OldDoc = DocJSON(id, head.Rev, false, head.Body)
 	}
 	if a.User != "" {
-		u := &AccessUser{ID: a.User, IsOwner: a.User == app.Owner, Device: a.Device}
+		u := &appcode.AccessUser{ID: a.User, IsOwner: a.User == app.Owner, Device: a.Device}
 		var docRoles []string
 		if g, err := e.grantsFor(ctx, app, a.User); err == nil {
 			docRoles, in.ReadChannels = g.roles, g.channels

@@ -11,6 +11,7 @@ import (
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
@@ -58,11 +59,11 @@ func TestHintedWriteNotRetriedAfterCommitError(t *testing.T) {
 		t.Fatal(err)
 	}
 	alice := engine.Actor{User: "alice"}
-	if _, err := e.Put(ctx, alice, "alice/app", "d", "x", []byte(`{"n":1}`), engine.PutOptions{}); err != nil {
+	if _, err := e.Put(ctx, alice, "alice/app", "d", "x", []byte(`{"n":1}`), appcode.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	st.failAfterCommit.Store(true)
-	if _, err := e.Put(ctx, alice, "alice/app", "d", "x", []byte(`{"n":2}`), engine.PutOptions{}); errs.CodeOf(err) != errs.Internal {
+	if _, err := e.Put(ctx, alice, "alice/app", "d", "x", []byte(`{"n":2}`), appcode.PutOptions{}); errs.CodeOf(err) != errs.Internal {
 		t.Fatalf("put whose commit failed = %v, want an internal error", err)
 	}
 	hist, err := e.History(ctx, alice, "alice/app", "d", "x")

@@ -35,6 +35,7 @@ import (
 	"github.com/handoff-run/handoff/access"
 	"github.com/handoff-run/handoff/backend"
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -131,14 +132,14 @@ func readExample(t *testing.T, name string) string {
 }
 
 // put writes a document as alice through the CLI path.
-func (s *stack) put(app, db, id, body string) engine.WriteResult {
+func (s *stack) put(app, db, id, body string) appcode.WriteResult {
 	s.t.Helper()
 	return s.putAs(aliceCLI, app, db, id, body, "")
 }
 
-func (s *stack) putAs(a engine.Actor, app, db, id, body, ifRev string) engine.WriteResult {
+func (s *stack) putAs(a engine.Actor, app, db, id, body, ifRev string) appcode.WriteResult {
 	s.t.Helper()
-	r, err := s.e.Put(s.ctx, a, app, db, id, []byte(body), engine.PutOptions{IfRev: ifRev})
+	r, err := s.e.Put(s.ctx, a, app, db, id, []byte(body), appcode.PutOptions{IfRev: ifRev})
 	if err != nil {
 		s.t.Fatalf("put %s/%s/%s: %v", app, db, id, err)
 	}
@@ -199,7 +200,7 @@ func (g *gate) release() {
 	}
 }
 
-func (g *gate) wait(ctx context.Context, ev engine.ChangeEvent) error {
+func (g *gate) wait(ctx context.Context, ev appcode.ChangeEvent) error {
 	g.mu.Lock()
 	open := g.open
 	g.mu.Unlock()
@@ -220,11 +221,11 @@ func (g *gate) wait(ctx context.Context, ev engine.ChangeEvent) error {
 }
 
 type gatedCompiler struct {
-	inner engine.BackendCompiler
+	inner appcode.BackendCompiler
 	g     *gate
 }
 
-func (c gatedCompiler) CompileBackend(filename, source string) (engine.Backend, error) {
+func (c gatedCompiler) CompileBackend(filename, source string) (appcode.Backend, error) {
 	b, err := c.inner.CompileBackend(filename, source)
 	if err != nil {
 		return nil, err
@@ -233,11 +234,11 @@ func (c gatedCompiler) CompileBackend(filename, source string) (engine.Backend, 
 }
 
 type gatedBackend struct {
-	engine.Backend
+	appcode.Backend
 	g *gate
 }
 
-func (b gatedBackend) OnChange(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+func (b gatedBackend) OnChange(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 	if err := b.g.wait(ctx, ev); err != nil {
 		return err
 	}

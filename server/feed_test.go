@@ -22,6 +22,7 @@ import (
 
 	"github.com/handoff-run/handoff/access"
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
@@ -103,7 +104,7 @@ func (fs *feedServer) app(ref string, public bool) {
 
 func (fs *feedServer) put(app, db, id, body string) int64 {
 	fs.t.Helper()
-	r, err := fs.e.Put(fs.ctx, feedOwner, app, db, id, []byte(body), engine.PutOptions{})
+	r, err := fs.e.Put(fs.ctx, feedOwner, app, db, id, []byte(body), appcode.PutOptions{})
 	if err != nil {
 		fs.t.Fatalf("put %s: %v", id, err)
 	}
@@ -760,7 +761,7 @@ func benchLatency(t *testing.T, n, commits int, interval time.Duration) {
 	for i := range commits {
 		<-tick.C
 		p0 := time.Now()
-		if _, err := fs.e.Put(fs.ctx, feedOwner, app, "jobs", fmt.Sprintf("job-%d", i%100), body, engine.PutOptions{}); err != nil {
+		if _, err := fs.e.Put(fs.ctx, feedOwner, app, "jobs", fmt.Sprintf("job-%d", i%100), body, appcode.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		put = append(put, time.Since(p0))

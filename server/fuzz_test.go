@@ -22,6 +22,7 @@ import (
 	"github.com/handoff-run/handoff/auth"
 	"github.com/handoff-run/handoff/backend"
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/pgtest"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/postgres"
@@ -117,7 +118,7 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 		f.Fatal(err)
 	}
 	for _, id := range []string{"j1", "j2"} {
-		if _, err := e.Put(ctx, alice, "alice/jobs", "jobs", id, []byte(`{"status":"pending","attempts":0}`), engine.PutOptions{}); err != nil {
+		if _, err := e.Put(ctx, alice, "alice/jobs", "jobs", id, []byte(`{"status":"pending","attempts":0}`), appcode.PutOptions{}); err != nil {
 			f.Fatal(err)
 		}
 	}

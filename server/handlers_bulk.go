@@ -9,6 +9,7 @@ import (
 
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 const (
@@ -54,7 +55,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request, a engine.Actor) er
 	if err := engine.ValidDB(db); err != nil {
 		return err
 	}
-	o := engine.PutOptions{IfAbsent: req.IfAbsent}
+	o := appcode.PutOptions{IfAbsent: req.IfAbsent}
 	results := make([]bulkResult, len(req.Docs))
 	if len(req.Docs) > 0 {
 		// The first document goes alone: an unknown app or a missing
@@ -96,7 +97,7 @@ func (s *Server) bulkRun(n int, f func(i int)) {
 // is reported as any request's is (asError). It recovers a panic itself:
 // it runs on its own goroutine, beyond the reach of the server's
 // recovery, and one bad document must not crash the process.
-func (s *Server) bulkPut(r *http.Request, a engine.Actor, ref, db string, doc json.RawMessage, o engine.PutOptions) (res bulkResult) {
+func (s *Server) bulkPut(r *http.Request, a engine.Actor, ref, db string, doc json.RawMessage, o appcode.PutOptions) (res bulkResult) {
 	defer func() {
 		if v := recover(); v != nil {
 			res = bulkResult{ID: bodyID(doc), Error: s.failure(r, "bulk put panicked", fmt.Sprint(v), "app", ref, "db", db, "stack", string(debug.Stack()))}

@@ -4,13 +4,14 @@ import (
 	"net/http"
 
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // writeResponse is the answer to a put or delete:
 // {"ok":true,"id","rev","seq","existing"?}.
 type writeResponse struct {
 	OK bool `json:"ok"`
-	engine.WriteResult
+	appcode.WriteResult
 }
 
 // putDoc writes the document named in the path.
@@ -44,17 +45,17 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, a engine.Actor, id 
 	return nil
 }
 
-func putOptions(r *http.Request) (engine.PutOptions, error) {
+func putOptions(r *http.Request) (appcode.PutOptions, error) {
 	q, err := writeQuery(r, "ifRev", "ifAbsent")
 	if err != nil {
-		return engine.PutOptions{}, err
+		return appcode.PutOptions{}, err
 	}
 	ifAbsent, err := boolParam(r, "ifAbsent")
 	if err != nil {
-		return engine.PutOptions{}, err
+		return appcode.PutOptions{}, err
 	}
 	// The engine refuses ifRev with ifAbsent, for every path.
-	return engine.PutOptions{IfRev: q.Get("ifRev"), IfAbsent: ifAbsent}, nil
+	return appcode.PutOptions{IfRev: q.Get("ifRev"), IfAbsent: ifAbsent}, nil
 }
 
 func (s *Server) getDoc(w http.ResponseWriter, r *http.Request, a engine.Actor) error {

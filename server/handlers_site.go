@@ -12,6 +12,7 @@ import (
 
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // fetchLane hands the request to the app's fetch handler. The caller is
@@ -20,7 +21,7 @@ import (
 // never reaches the app's code.
 func (s *Server) fetchLane(w http.ResponseWriter, r *http.Request, ref, sub string) {
 	// The body is read first: a signed device request covers it.
-	body, err := readBody(w, r, engine.MaxFetchRequestBytes, "the request body")
+	body, err := readBody(w, r, appcode.MaxFetchRequestBytes, "the request body")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -41,7 +42,7 @@ func (s *Server) fetchLane(w http.ResponseWriter, r *http.Request, ref, sub stri
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	req := engine.FetchRequest{Method: r.Method, URL: scheme + "://" + r.Host + r.URL.RequestURI(), Path: sub, Header: header}
+	req := appcode.FetchRequest{Method: r.Method, URL: scheme + "://" + r.Host + r.URL.RequestURI(), Path: sub, Header: header}
 	if len(body) > 0 {
 		req.Body = body
 	}

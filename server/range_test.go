@@ -9,10 +9,11 @@ import (
 	"testing"
 
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // getPage reads one page of GET .../dbs/{db}/query as user.
-func (fs *feedServer) getPage(app, db, user string, q url.Values) (int, engine.Page) {
+func (fs *feedServer) getPage(app, db, user string, q url.Values) (int, appcode.Page) {
 	fs.t.Helper()
 	req, _ := http.NewRequest("GET", fs.ts.URL+"/v1/apps/"+app+"/dbs/"+db+"/query?"+q.Encode(), nil)
 	req.Header.Set("Authorization", "Bearer "+fs.tokens[user])
@@ -21,7 +22,7 @@ func (fs *feedServer) getPage(app, db, user string, q url.Values) (int, engine.P
 		fs.t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var p engine.Page
+	var p appcode.Page
 	json.NewDecoder(res.Body).Decode(&p)
 	return res.StatusCode, p
 }

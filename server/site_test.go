@@ -19,6 +19,7 @@ import (
 	"github.com/handoff-run/handoff/auth"
 	"github.com/handoff-run/handoff/backend"
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -215,7 +216,7 @@ func TestFetchLaneErrors(t *testing.T) {
 	v.deployApp("alice/plain", "", `export async function onChange() {}`, nil)
 	v.mustError(v.do("GET", "/apps/alice/plain/api/x", "", ""), 404, "not_found")
 	v.mustError(v.do("GET", "/apps/alice/nope/api/x", "", ""), 404, "not_found")
-	v.mustError(v.do("POST", "/apps/alice/hooks/api/in", "", strings.Repeat("x", engine.MaxFetchRequestBytes+1)), 413, "too_large")
+	v.mustError(v.do("POST", "/apps/alice/hooks/api/in", "", strings.Repeat("x", appcode.MaxFetchRequestBytes+1)), 413, "too_large")
 }
 
 // failingBackend fails in the app's own code in every way a fetch

@@ -10,6 +10,7 @@ import (
 	"github.com/handoff-run/handoff/auth"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 func cheapPasswords() { auth.SetPasswordCost(auth.PasswordParams{Memory: 64, Time: 1, Threads: 1}) }
@@ -210,7 +211,7 @@ func TestAccessJSSeesTheVisitor(t *testing.T) {
 	}
 	sam, kim := visitor("sam"), visitor("kim")
 	s.putAs(sam, app, "notes", "n1", `{"by":"sam@notes--alice"}`, "")
-	if _, err := s.e.Put(s.ctx, aliceCLI, app, "notes", "n2", []byte(`{"by":"alice"}`), engine.PutOptions{}); !errs.Is(err, errs.Forbidden) {
+	if _, err := s.e.Put(s.ctx, aliceCLI, app, "notes", "n2", []byte(`{"by":"alice"}`), appcode.PutOptions{}); !errs.Is(err, errs.Forbidden) {
 		t.Fatalf("a server user's write: %v, want access.js's refusal", err)
 	}
 	if _, err := s.e.Get(s.ctx, sam, app, "notes", "n1"); err != nil {

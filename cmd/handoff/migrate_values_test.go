@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/postgres"
 	"github.com/handoff-run/handoff/store/sqlite"
@@ -35,7 +36,7 @@ func TestMigrateCopiesDocumentsWrittenBeforeTheValueRules(t *testing.T) {
 	if _, err := e.CreateApp(ctx, admin, "admin/old", false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Put(ctx, admin, "admin/old", "jobs", "fine", []byte(`{"status":"done"}`), engine.PutOptions{}); err != nil {
+	if _, err := e.Put(ctx, admin, "admin/old", "jobs", "fine", []byte(`{"status":"done"}`), appcode.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	app, err := lite.App(ctx, engine.AdminUser, "old")

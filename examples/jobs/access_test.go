@@ -17,6 +17,7 @@ import (
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -89,7 +90,7 @@ func (en *env) write(a engine.Actor, id string, j job) error {
 	if err != nil {
 		en.t.Fatal(err)
 	}
-	_, err = en.e.Put(en.ctx, a, app, "jobs", id, b, engine.PutOptions{})
+	_, err = en.e.Put(en.ctx, a, app, "jobs", id, b, appcode.PutOptions{})
 	return err
 }
 

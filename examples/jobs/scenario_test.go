@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/sim"
 	"github.com/handoff-run/handoff/store"
 )
@@ -445,7 +446,7 @@ func TestScenarioRacingClaims(t *testing.T) {
 	var mu sync.Mutex
 	var inner []error
 	duplicated := 0
-	o := sim.Options{OnChange: func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext, next sim.NextFunc) error {
+	o := sim.Options{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext, next sim.NextFunc) error {
 		var doc map[string]any
 		_ = json.Unmarshal(ev.Doc, &doc) // not t: this runs on the engine's goroutine
 		if ev.DocID != "raced" || ev.Attempt != 1 || doc["status"] != "pending" {

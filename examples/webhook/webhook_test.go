@@ -21,6 +21,7 @@ import (
 	"github.com/handoff-run/handoff/backend"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/testenv"
 	"github.com/handoff-run/handoff/server"
 	"github.com/handoff-run/handoff/store/sqlite"
@@ -188,7 +189,7 @@ func TestWithoutTheSecretEverythingIsRefused(t *testing.T) {
 func TestOnlyTheWebhookCreatesBuilds(t *testing.T) {
 	v := newEnv(t, true)
 	_, err := v.e.Put(context.Background(), alice, app, "builds", "direct",
-		[]byte(`{"status":"pending-build","repo":"acme/site","commit":"abc"}`), engine.PutOptions{})
+		[]byte(`{"status":"pending-build","repo":"acme/site","commit":"abc"}`), appcode.PutOptions{})
 	if !errs.Is(err, errs.Forbidden) {
 		t.Fatalf("the owner created a build directly: %v", err)
 	}

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -49,8 +49,8 @@ type goJob struct {
 // goRuntime compiles every access.js into goAccess.
 type goRuntime struct{}
 
-func (goRuntime) CompileAccess(string, string) (engine.AccessFunc, error) { return goAccess{}, nil }
-func (goRuntime) CheckBackend(string, string) error                       { return nil }
+func (goRuntime) CompileAccess(string, string) (appcode.AccessFunc, error) { return goAccess{}, nil }
+func (goRuntime) CheckBackend(string, string) error                        { return nil }
 
 // goAccess is examples/jobs/access.js.
 type goAccess struct{}
@@ -61,57 +61,57 @@ func refuse(reason string) error {
 	return &errs.Error{Code: errs.Forbidden, Reason: reason, Message: "access.js refused the write: " + reason}
 }
 
-var goVisible = engine.AccessDecision{
+var goVisible = appcode.AccessDecision{
 	Channels: []string{"jobs"},
 	Grants:   []store.Grant{{Kind: "public", Channel: "jobs"}},
 }
 
-func (goAccess) Check(_ context.Context, in engine.AccessInput) (engine.AccessDecision, error) {
+func (goAccess) Check(_ context.Context, in appcode.AccessInput) (appcode.AccessDecision, error) {
 	if in.User == nil {
-		return engine.AccessDecision{}, refuse("sign in to queue jobs")
+		return appcode.AccessDecision{}, refuse("sign in to queue jobs")
 	}
 	var job goJob
 	if err := json.Unmarshal(in.Doc, &job); err != nil {
-		return engine.AccessDecision{}, err
+		return appcode.AccessDecision{}, err
 	}
 	if job.Deleted {
 		if !in.User.IsOwner {
-			return engine.AccessDecision{}, refuse("only the owner deletes jobs")
+			return appcode.AccessDecision{}, refuse("only the owner deletes jobs")
 		}
-		return engine.AccessDecision{}, nil
+		return appcode.AccessDecision{}, nil
 	}
 	if job.Kind != "job" {
-		return engine.AccessDecision{}, refuse(`documents in jobs need kind: "job"`)
+		return appcode.AccessDecision{}, refuse(`documents in jobs need kind: "job"`)
 	}
 	if in.OldDoc == nil {
 		switch {
 		case job.Status != "pending":
-			return engine.AccessDecision{}, refuse("a new job starts as pending")
+			return appcode.AccessDecision{}, refuse("a new job starts as pending")
 		case job.Attempts != 0:
-			return engine.AccessDecision{}, refuse("a new job starts with attempts: 0")
+			return appcode.AccessDecision{}, refuse("a new job starts with attempts: 0")
 		case job.Input == nil:
-			return engine.AccessDecision{}, refuse("a job needs an input string")
+			return appcode.AccessDecision{}, refuse("a job needs an input string")
 		}
 		return goVisible, nil
 	}
 	var was goJob
 	if err := json.Unmarshal(in.OldDoc, &was); err != nil {
-		return engine.AccessDecision{}, err
+		return appcode.AccessDecision{}, err
 	}
 	if (job.Input == nil) != (was.Input == nil) || job.Input != nil && *job.Input != *was.Input {
-		return engine.AccessDecision{}, refuse("a job's input cannot change")
+		return appcode.AccessDecision{}, refuse("a job's input cannot change")
 	}
 	now := in.Now.UnixMilli()
-	backend := func(h string) error {
+	backend := func(h appcode.Handler) error {
 		if in.Handler != h {
-			return refuse("only the backend's " + h + " handler may make this change")
+			return refuse("only the backend's " + string(h) + " handler may make this change")
 		}
 		return nil
 	}
 	var err error
 	switch was.Status + "->" + job.Status {
 	case "pending->running":
-		err = backend("onChange")
+		err = backend(appcode.OnChange)
 		switch {
 		case err != nil:
 		case job.Attempts != was.Attempts+1:
@@ -122,7 +122,7 @@ func (goAccess) Check(_ context.Context, in engine.AccessInput) (engine.AccessDe
 			err = refuse("a claim needs a lease in the future")
 		}
 	case "running->running":
-		err = backend("onChange")
+		err = backend(appcode.OnChange)
 		switch {
 		case err != nil:
 		case job.ClaimID != was.ClaimID:
@@ -131,7 +131,7 @@ func (goAccess) Check(_ context.Context, in engine.AccessInput) (engine.AccessDe
 			err = refuse("a running job keeps its attempts and lease")
 		}
 	case "running->done":
-		err = backend("onChange")
+		err = backend(appcode.OnChange)
 		switch {
 		case err != nil:
 		case job.ClaimID != was.ClaimID:
@@ -140,7 +140,7 @@ func (goAccess) Check(_ context.Context, in engine.AccessInput) (engine.AccessDe
 			err = refuse("attempts change only when a job is claimed")
 		}
 	case "running->pending", "running->failed":
-		err = backend("scheduled")
+		err = backend(appcode.Scheduled)
 		switch {
 		case err != nil:
 		case was.LeaseUntil >= now:
@@ -152,7 +152,7 @@ func (goAccess) Check(_ context.Context, in engine.AccessInput) (engine.AccessDe
 		err = refuse("no transition from " + was.Status + " to " + job.Status)
 	}
 	if err != nil {
-		return engine.AccessDecision{}, err
+		return appcode.AccessDecision{}, err
 	}
 	return goVisible, nil
 }
@@ -160,31 +160,33 @@ func (goAccess) Check(_ context.Context, in engine.AccessInput) (engine.AccessDe
 // goCompiler compiles every backend.js into goBackend.
 type goCompiler struct{}
 
-func (goCompiler) CompileBackend(string, string) (engine.Backend, error) {
+func (goCompiler) CompileBackend(string, string) (appcode.Backend, error) {
 	b := &goBackend{}
 	b.cfg.Scheduled.Interval = 5 * time.Second
 	b.cfg.OnChange.Concurrency = 64
 	b.cfg.OnChange.Timeout = 2 * time.Minute
 	b.cfg.OnChange.MaxAttempts = 5
 	b.cfg.OnChange.DBs = []string{jobsDB}
-	b.cfg.OnChange.When = []engine.FieldMatch{{Field: "kind", Values: []any{"job"}}, {Field: "status", Values: []any{"pending"}}}
+	b.cfg.OnChange.When = []appcode.FieldMatch{{Field: "kind", Values: []any{"job"}}, {Field: "status", Values: []any{"pending"}}}
 	return b, nil
 }
 
 // goBackend is examples/jobs/backend.js.
-type goBackend struct{ cfg engine.BackendConfig }
+type goBackend struct{ cfg appcode.BackendConfig }
 
-func (b *goBackend) Config() engine.BackendConfig { return b.cfg }
-func (b *goBackend) Has(h string) bool            { return h == "onChange" || h == "scheduled" }
-func (b *goBackend) Close()                       {}
+func (b *goBackend) Config() appcode.BackendConfig { return b.cfg }
+func (b *goBackend) Has(h appcode.Handler) bool {
+	return h == appcode.OnChange || h == appcode.Scheduled
+}
+func (b *goBackend) Close() {}
 
-func (b *goBackend) Fetch(context.Context, engine.FetchRequest, engine.HandlerContext) (engine.FetchResponse, error) {
-	return engine.FetchResponse{}, errors.New("the Go job handlers have no fetch")
+func (b *goBackend) Fetch(context.Context, appcode.FetchRequest, appcode.HandlerContext) (appcode.FetchResponse, error) {
+	return appcode.FetchResponse{}, errors.New("the Go job handlers have no fetch")
 }
 
 // move writes one transition; it reports false when another writer moved
 // the job first or the table refused, as the example's move does.
-func move(ctx context.Context, hc engine.HandlerContext, job *goJob, ifRev string) (string, bool, error) {
+func move(ctx context.Context, hc appcode.HandlerContext, job *goJob, ifRev string) (string, bool, error) {
 	id, rev := job.ID, job.Rev
 	job.Rev = ""
 	body, err := json.Marshal(job)
@@ -192,7 +194,7 @@ func move(ctx context.Context, hc engine.HandlerContext, job *goJob, ifRev strin
 	if err != nil {
 		return "", false, err
 	}
-	r, err := hc.Put(ctx, jobsDB, id, body, engine.PutOptions{IfRev: ifRev})
+	r, err := hc.Put(ctx, jobsDB, id, body, appcode.PutOptions{IfRev: ifRev})
 	if errs.Is(err, errs.Conflict) || errs.Is(err, errs.Forbidden) {
 		return "", false, nil
 	}
@@ -202,7 +204,7 @@ func move(ctx context.Context, hc engine.HandlerContext, job *goJob, ifRev strin
 	return r.Rev, true, nil
 }
 
-func (b *goBackend) OnChange(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
+func (b *goBackend) OnChange(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 	if ev.DB != jobsDB || ev.Deleted {
 		return nil
 	}
@@ -248,7 +250,7 @@ func (b *goBackend) OnChange(ctx context.Context, ev engine.ChangeEvent, hc engi
 	return err
 }
 
-func (b *goBackend) Scheduled(ctx context.Context, _ engine.TickEvent, hc engine.HandlerContext) error {
+func (b *goBackend) Scheduled(ctx context.Context, _ appcode.TickEvent, hc appcode.HandlerContext) error {
 	now := time.Now().UnixMilli()
 	after := ""
 	for {

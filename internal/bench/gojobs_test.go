@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/access"
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/examples"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // TestGoTableMatchesAccessJS: the Go transition table decides every write
@@ -26,8 +26,8 @@ func TestGoTableMatchesAccessJS(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms := now.UnixMilli()
-	owner := &engine.AccessUser{ID: "bench", IsOwner: true}
-	guest := &engine.AccessUser{ID: "guest"}
+	owner := &appcode.AccessUser{ID: "bench", IsOwner: true}
+	guest := &appcode.AccessUser{ID: "guest"}
 	pending := `{"_id":"j","_rev":"1-a","kind":"job","status":"pending","input":"a b","attempts":0}`
 	running := func(claim string, attempts int, lease int64) string {
 		b, _ := json.Marshal(map[string]any{"_id": "j", "_rev": "2-b", "kind": "job", "status": "running",
@@ -46,8 +46,9 @@ func TestGoTableMatchesAccessJS(t *testing.T) {
 	}
 	live, expired := ms+30_000, ms-1
 	cases := []struct {
-		name, doc, old, handler string
-		user                    *engine.AccessUser
+		name, doc, old string
+		handler        appcode.Handler
+		user           *appcode.AccessUser
 	}{
 		{"queue", with(pending), "", "", owner},
 		{"queue signed out", with(pending), "", "", nil},
@@ -79,7 +80,7 @@ func TestGoTableMatchesAccessJS(t *testing.T) {
 		{"delete by a guest", `{"_id":"j","_deleted":true}`, pending, "", guest},
 	}
 	for _, c := range cases {
-		in := engine.AccessInput{DB: jobsDB, Doc: json.RawMessage(c.doc), User: c.user, Handler: c.handler,
+		in := appcode.AccessInput{DB: jobsDB, Doc: json.RawMessage(c.doc), User: c.user, Handler: c.handler,
 			Timeout: time.Second, Now: now}
 		if c.old != "" {
 			in.OldDoc = json.RawMessage(c.old)

@@ -25,6 +25,7 @@ import (
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/examples"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -247,8 +248,8 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	var (
-		accessRT engine.Runtime
-		backends engine.BackendCompiler
+		accessRT appcode.Runtime
+		backends appcode.BackendCompiler
 	)
 	switch o.Handlers {
 	case "", HandlersJS:
@@ -355,13 +356,13 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 				}
 				body = append(body, '}')
 				t0 := time.Now()
-				_, err := e.Put(ctx, owner, jobsApp, jobsDB, jobID(i), body, engine.PutOptions{})
+				_, err := e.Put(ctx, owner, jobsApp, jobsDB, jobID(i), body, appcode.PutOptions{})
 				// A put refused before its commit because the machine
 				// stalled (access.js past its deadline, overload) is
 				// tried again, and counted.
 				for try := 1; try < maxPutTries && (errs.Is(err, errs.AccessError) || errs.Is(err, errs.Unavailable)); try++ {
 					retries.Add(1)
-					_, err = e.Put(ctx, owner, jobsApp, jobsDB, jobID(i), body, engine.PutOptions{})
+					_, err = e.Put(ctx, owner, jobsApp, jobsDB, jobID(i), body, appcode.PutOptions{})
 				}
 				if err != nil {
 					errc <- fmt.Errorf("putting %s: %w", jobID(i), err)

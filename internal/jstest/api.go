@@ -15,6 +15,7 @@ import (
 
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/sim"
 	"github.com/handoff-run/handoff/jsvm"
 )
@@ -163,7 +164,7 @@ func (tr *testRun) engineActor(ctx context.Context, a actorSpec) (engine.Actor, 
 	env := tr.env
 	switch {
 	case a.Handler != "":
-		return engine.Actor{User: owner, Handler: a.Handler}, nil
+		return engine.Actor{User: owner, Handler: appcode.Handler(a.Handler)}, nil
 	case a.User == "":
 		return engine.Actor{Path: "http"}, nil
 	}
@@ -240,7 +241,7 @@ func (f *fileRun) put(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 	if err != nil {
 		return invalid(vm, "%v", err)
 	}
-	var po engine.PutOptions
+	var po appcode.PutOptions
 	id, _ := str(opts["id"])
 	if id == "" {
 		id, _ = str(doc.Get("_id"))
@@ -391,7 +392,7 @@ func (f *fileRun) fetch(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 	if err != nil {
 		return invalid(vm, "%v", err)
 	}
-	req := engine.FetchRequest{Method: "GET", URL: "http://" + appName + "--" + owner + ".localhost" + p, Header: map[string][]string{}}
+	req := appcode.FetchRequest{Method: "GET", URL: "http://" + appName + "--" + owner + ".localhost" + p, Header: map[string][]string{}}
 	if m, ok := str(opts["method"]); ok {
 		req.Method = strings.ToUpper(m)
 	}

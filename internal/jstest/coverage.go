@@ -6,8 +6,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/sim"
 )
 
@@ -118,7 +118,7 @@ func (c *Coverage) addLedger(revs []sim.Revision) {
 }
 
 // sawAccess notes a write that access.js refused.
-func (tr *testRun) sawAccess(in engine.AccessInput, err error) {
+func (tr *testRun) sawAccess(in appcode.AccessInput, err error) {
 	if !errs.Is(err, errs.Forbidden) {
 		return
 	}

@@ -3,19 +3,19 @@ package sim
 import (
 	"context"
 
-	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // accessRuntime counts access.js calls as work in progress, like store
 // calls: a decision is CPU work in the middle of a write, between the
 // read of the head and the commit, and nothing else moves while it runs.
 type accessRuntime struct {
-	engine.Runtime
+	appcode.Runtime
 	st   *Store
-	seen func(engine.AccessInput, error)
+	seen func(appcode.AccessInput, error)
 }
 
-func (r accessRuntime) CompileAccess(filename, source string) (engine.AccessFunc, error) {
+func (r accessRuntime) CompileAccess(filename, source string) (appcode.AccessFunc, error) {
 	f, err := r.Runtime.CompileAccess(filename, source)
 	if err != nil {
 		return nil, err
@@ -24,12 +24,12 @@ func (r accessRuntime) CompileAccess(filename, source string) (engine.AccessFunc
 }
 
 type accessFunc struct {
-	engine.AccessFunc
+	appcode.AccessFunc
 	st   *Store
-	seen func(engine.AccessInput, error)
+	seen func(appcode.AccessInput, error)
 }
 
-func (f accessFunc) Check(ctx context.Context, in engine.AccessInput) (engine.AccessDecision, error) {
+func (f accessFunc) Check(ctx context.Context, in appcode.AccessInput) (appcode.AccessDecision, error) {
 	defer f.st.enter()()
 	d, err := f.AccessFunc.Check(ctx, in)
 	if f.seen != nil {

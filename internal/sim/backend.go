@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/clock"
-	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // Run is one call of a backend handler as the engine made it: which
 // event or tick, when it started and ended in virtual time, and how it
 // ended. A run that has not ended yet has a zero End.
 type Run struct {
-	Handler string // "onChange" or "scheduled"
+	Handler appcode.Handler // OnChange or Scheduled
 
 	// onChange
 	Seq     int64
@@ -34,20 +34,20 @@ type Run struct {
 func (r Run) Ended() bool { return !r.End.IsZero() }
 
 // NextFunc runs the real backend.js handler.
-type NextFunc func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error
+type NextFunc func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error
 
 // recorder wraps the real backend compiler so every handler call the
 // engine makes is recorded, and optionally intercepted.
 type recorder struct {
-	inner    engine.BackendCompiler
+	inner    appcode.BackendCompiler
 	clk      *clock.Virtual
-	onChange func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext, next NextFunc) error
+	onChange func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext, next NextFunc) error
 
 	mu   sync.Mutex
 	runs []Run
 }
 
-func (r *recorder) CompileBackend(filename, source string) (engine.Backend, error) {
+func (r *recorder) CompileBackend(filename, source string) (appcode.Backend, error) {
 	b, err := r.inner.CompileBackend(filename, source)
 	if err != nil {
 		return nil, err
@@ -76,12 +76,12 @@ func (r *recorder) all() []Run {
 }
 
 type recBackend struct {
-	engine.Backend
+	appcode.Backend
 	r *recorder
 }
 
-func (b *recBackend) OnChange(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext) error {
-	i := b.r.begin(Run{Handler: "onChange", Seq: ev.Seq, DB: ev.DB, DocID: ev.DocID, Attempt: ev.Attempt,
+func (b *recBackend) OnChange(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+	i := b.r.begin(Run{Handler: appcode.OnChange, Seq: ev.Seq, DB: ev.DB, DocID: ev.DocID, Attempt: ev.Attempt,
 		Doc: append(json.RawMessage(nil), ev.Doc...)})
 	var err error
 	if b.r.onChange != nil {
@@ -93,8 +93,8 @@ func (b *recBackend) OnChange(ctx context.Context, ev engine.ChangeEvent, hc eng
 	return err
 }
 
-func (b *recBackend) Scheduled(ctx context.Context, ev engine.TickEvent, hc engine.HandlerContext) error {
-	i := b.r.begin(Run{Handler: "scheduled", Planned: time.UnixMilli(ev.ScheduledTime).UTC()})
+func (b *recBackend) Scheduled(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
+	i := b.r.begin(Run{Handler: appcode.Scheduled, Planned: time.UnixMilli(ev.ScheduledTime).UTC()})
 	err := b.Backend.Scheduled(ctx, ev, hc)
 	b.r.end(i, err)
 	return err

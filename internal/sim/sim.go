@@ -39,6 +39,7 @@ import (
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -75,7 +76,7 @@ type Options struct {
 	AccessTimeout time.Duration
 	// OnChange, when set, wraps every onChange delivery; next runs
 	// backend.js. Tests use it to deliver one event twice at once, say.
-	OnChange func(ctx context.Context, ev engine.ChangeEvent, hc engine.HandlerContext, next NextFunc) error
+	OnChange func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext, next NextFunc) error
 	// Public makes the app public: users who are not members, and the
 	// anonymous, reach access.js, which decides.
 	Public bool
@@ -84,7 +85,7 @@ type Options struct {
 	Transport http.RoundTripper
 	// OnAccess, when set, sees every access.js decision: its input and
 	// the error, nil when the write was allowed.
-	OnAccess func(in engine.AccessInput, err error)
+	OnAccess func(in appcode.AccessInput, err error)
 	// Ctx, when set, bounds the environment's calls and its play of
 	// virtual time: once it ends, RunFor and RunUntil fail.
 	Ctx context.Context
@@ -498,9 +499,9 @@ func (env *Env) marshal(v any) []byte {
 
 // Put writes doc (a map, struct or JSON) as the owner through the CLI
 // path and fails the test if the write is refused.
-func (env *Env) Put(db, id string, doc any) engine.WriteResult {
+func (env *Env) Put(db, id string, doc any) appcode.WriteResult {
 	env.T.Helper()
-	r, err := env.PutAs(env.Owner, db, id, doc, engine.PutOptions{})
+	r, err := env.PutAs(env.Owner, db, id, doc, appcode.PutOptions{})
 	if err != nil {
 		env.T.Fatalf("sim: put %s/%s: %v", db, id, err)
 	}
@@ -508,7 +509,7 @@ func (env *Env) Put(db, id string, doc any) engine.WriteResult {
 }
 
 // PutAs writes doc as a and returns the engine's answer.
-func (env *Env) PutAs(a engine.Actor, db, id string, doc any, o engine.PutOptions) (engine.WriteResult, error) {
+func (env *Env) PutAs(a engine.Actor, db, id string, doc any, o appcode.PutOptions) (appcode.WriteResult, error) {
 	return env.Engine.Put(env.Ctx, a, env.App, db, id, env.marshal(doc), o)
 }
 
@@ -649,18 +650,18 @@ func (env *Env) Runs() []Run { return env.rec.all() }
 // OnChangeRuns lists the onChange runs of one document.
 func (env *Env) OnChangeRuns(db, id string) []Run {
 	return slices.DeleteFunc(env.rec.all(), func(r Run) bool {
-		return r.Handler != "onChange" || r.DB != db || r.DocID != id
+		return r.Handler != appcode.OnChange || r.DB != db || r.DocID != id
 	})
 }
 
 // Ticks lists the scheduled runs.
 func (env *Env) Ticks() []Run {
-	return slices.DeleteFunc(env.rec.all(), func(r Run) bool { return r.Handler != "scheduled" })
+	return slices.DeleteFunc(env.rec.all(), func(r Run) bool { return r.Handler != appcode.Scheduled })
 }
 
 // String describes a run for failure messages.
 func (r Run) String() string {
-	if r.Handler == "scheduled" {
+	if r.Handler == appcode.Scheduled {
 		return fmt.Sprintf("scheduled(planned %s) %s..%s err=%v", r.Planned.Format(time.TimeOnly), r.Start.Format(time.TimeOnly+".000"), r.End.Format(time.TimeOnly+".000"), r.Err)
 	}
 	return fmt.Sprintf("onChange(%s/%s seq %d attempt %d) %s..%s err=%v", r.DB, r.DocID, r.Seq, r.Attempt,

@@ -8,6 +8,7 @@ import (
 	"github.com/handoff-run/handoff/access"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -38,11 +39,11 @@ export function jobs(doc) {
 		if _, err := e.Deploy(ctx, admin, "admin/app", accessJS, ""); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Put(ctx, admin, "admin/app", "jobs", "ok", []byte(`{}`), engine.PutOptions{}); err != nil {
+		if _, err := e.Put(ctx, admin, "admin/app", "jobs", "ok", []byte(`{}`), appcode.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		for _, body := range []string{`{"c":"a"}`, `{"u":"alice"}`, `{"r":"editor"}`} {
-			_, err := e.Put(ctx, admin, "admin/app", "jobs", "bad", []byte(body), engine.PutOptions{})
+			_, err := e.Put(ctx, admin, "admin/app", "jobs", "bad", []byte(body), appcode.PutOptions{})
 			if !errs.Is(err, errs.AccessError) {
 				t.Errorf("Put(%s) = %v; want access_error", body, err)
 			}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // testEngineRacingIfRev races 32 writers on one document, several
@@ -20,13 +20,13 @@ import (
 func testEngineRacingIfRev(t *testing.T, e *env) {
 	e.fixture()
 	const writers, rounds = 32, 5
-	first := e.put(alice, appJobs, "jobs", "hot", `{"round":-1}`, engine.PutOptions{})
+	first := e.put(alice, appJobs, "jobs", "hot", `{"round":-1}`, appcode.PutOptions{})
 	wins := []string{first.Rev}
 	for round := range rounds {
 		var read, wrote sync.WaitGroup
 		start := make(chan struct{})
 		revs := make([]string, writers)
-		results := make([]engine.WriteResult, writers)
+		results := make([]appcode.WriteResult, writers)
 		errors := make([]error, writers)
 		for w := range writers {
 			read.Add(1)
@@ -48,7 +48,7 @@ func testEngineRacingIfRev(t *testing.T, e *env) {
 				}
 				<-start
 				body := fmt.Sprintf(`{"round":%d,"writer":%d}`, round, w)
-				results[w], errors[w] = e.eng.Put(e.ctx, alice, appJobs, "jobs", "hot", []byte(body), engine.PutOptions{IfRev: revs[w]})
+				results[w], errors[w] = e.eng.Put(e.ctx, alice, appJobs, "jobs", "hot", []byte(body), appcode.PutOptions{IfRev: revs[w]})
 			}()
 		}
 		read.Wait()
@@ -96,8 +96,8 @@ func testEngineRacingIfRev(t *testing.T, e *env) {
 func testEngineConcurrentPuts(t *testing.T, e *env) {
 	e.fixture()
 	const writers = 50
-	first := e.put(alice, appJobs, "jobs", "hot", `{"writer":-1}`, engine.PutOptions{})
-	results := make([]engine.WriteResult, writers)
+	first := e.put(alice, appJobs, "jobs", "hot", `{"writer":-1}`, appcode.PutOptions{})
+	results := make([]appcode.WriteResult, writers)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	errc := make(chan error, writers)
@@ -107,7 +107,7 @@ func testEngineConcurrentPuts(t *testing.T, e *env) {
 			defer wg.Done()
 			<-start
 			var err error
-			results[w], err = e.eng.Put(e.ctx, alice, appJobs, "jobs", "hot", []byte(fmt.Sprintf(`{"writer":%d}`, w)), engine.PutOptions{})
+			results[w], err = e.eng.Put(e.ctx, alice, appJobs, "jobs", "hot", []byte(fmt.Sprintf(`{"writer":%d}`, w)), appcode.PutOptions{})
 			if err != nil {
 				errc <- fmt.Errorf("writer %d: %w", w, err)
 			}
@@ -206,7 +206,7 @@ func testEngineQueryPaginationConcurrent(t *testing.T, e *env) {
 		}()
 	}
 	put := func(id, body string) error {
-		_, err := e.eng.Put(e.ctx, alice, appJobs, "jobs", id, []byte(body), engine.PutOptions{})
+		_, err := e.eng.Put(e.ctx, alice, appJobs, "jobs", id, []byte(body), appcode.PutOptions{})
 		return err
 	}
 	// New matching docs, between existing ones and past the end.

@@ -15,6 +15,7 @@ import (
 	"github.com/handoff-run/handoff/auth"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 )
 
 // engineTests check the engine's semantics on top of the store.
@@ -45,7 +46,7 @@ var engineTests = []test{
 
 func testEnginePutGetDelete(t *testing.T, e *env) {
 	e.fixture()
-	r := e.put(alice, appJobs, "jobs", "j1", `{"status":"pending","n":1}`, engine.PutOptions{})
+	r := e.put(alice, appJobs, "jobs", "j1", `{"status":"pending","n":1}`, appcode.PutOptions{})
 	if r.ID != "j1" || gen(t, r.Rev) != 1 || r.Seq != 1 || r.Existing {
 		t.Fatalf("first put = %+v", r)
 	}
@@ -56,7 +57,7 @@ func testEnginePutGetDelete(t *testing.T, e *env) {
 	}
 
 	// A put replaces the whole body; a _rev in the body is ignored.
-	r2 := e.put(alice, appJobs, "jobs", "j1", `{"_rev":"99-ignored","_id":"j1","status":"running"}`, engine.PutOptions{})
+	r2 := e.put(alice, appJobs, "jobs", "j1", `{"_rev":"99-ignored","_id":"j1","status":"running"}`, appcode.PutOptions{})
 	if gen(t, r2.Rev) != 2 || r2.Rev == r.Rev || r2.Seq != 2 {
 		t.Fatalf("second put = %+v", r2)
 	}
@@ -66,13 +67,13 @@ func testEnginePutGetDelete(t *testing.T, e *env) {
 	}
 
 	// Ids: from the request, from the body, or minted in time order.
-	if r := e.put(alice, appJobs, "jobs", "", `{"_id":"from-body","x":1}`, engine.PutOptions{}); r.ID != "from-body" {
+	if r := e.put(alice, appJobs, "jobs", "", `{"_id":"from-body","x":1}`, appcode.PutOptions{}); r.ID != "from-body" {
 		t.Fatalf("put with the body's _id got id %q", r.ID)
 	}
 	e.doc(appJobs, "jobs", "from-body")
-	m1 := e.put(alice, appJobs, "jobs", "", `{"x":1}`, engine.PutOptions{})
+	m1 := e.put(alice, appJobs, "jobs", "", `{"x":1}`, appcode.PutOptions{})
 	e.tick()
-	m2 := e.put(alice, appJobs, "jobs", "", `{"x":2}`, engine.PutOptions{})
+	m2 := e.put(alice, appJobs, "jobs", "", `{"x":2}`, appcode.PutOptions{})
 	if m1.ID == "" || m2.ID == "" || m1.ID >= m2.ID {
 		t.Fatalf("minted ids %q, %q are not time-ordered", m1.ID, m2.ID)
 	}
@@ -102,8 +103,8 @@ func testEnginePutGetDelete(t *testing.T, e *env) {
 
 func testEngineIfRev(t *testing.T, e *env) {
 	e.fixture()
-	r1 := e.put(alice, appJobs, "jobs", "j1", `{"status":"pending"}`, engine.PutOptions{})
-	r2 := e.put(alice, appJobs, "jobs", "j1", `{"status":"running"}`, engine.PutOptions{IfRev: r1.Rev})
+	r1 := e.put(alice, appJobs, "jobs", "j1", `{"status":"pending"}`, appcode.PutOptions{})
+	r2 := e.put(alice, appJobs, "jobs", "j1", `{"status":"running"}`, appcode.PutOptions{IfRev: r1.Rev})
 	if gen(t, r2.Rev) != 2 {
 		t.Fatalf("put with ifRev = %+v", r2)
 	}
@@ -115,27 +116,27 @@ func testEngineIfRev(t *testing.T, e *env) {
 			t.Fatalf("%s: the refused write moved the sequence", what)
 		}
 	}
-	_, err := e.eng.Put(e.ctx, alice, appJobs, "jobs", "j1", []byte(`{"status":"stale"}`), engine.PutOptions{IfRev: r1.Rev})
+	_, err := e.eng.Put(e.ctx, alice, appJobs, "jobs", "j1", []byte(`{"status":"stale"}`), appcode.PutOptions{IfRev: r1.Rev})
 	refuse("put with a stale ifRev", err)
-	_, err = e.eng.Put(e.ctx, alice, appJobs, "jobs", "j1", []byte(`{"status":"made up"}`), engine.PutOptions{IfRev: "2-0000"})
+	_, err = e.eng.Put(e.ctx, alice, appJobs, "jobs", "j1", []byte(`{"status":"made up"}`), appcode.PutOptions{IfRev: "2-0000"})
 	refuse("put with a made-up ifRev", err)
 	if d := e.doc(appJobs, "jobs", "j1"); d["_rev"] != r2.Rev || d["status"] != "running" {
 		t.Fatalf("conflicts changed the doc: %v", d)
 	}
-	_, err = e.eng.Put(e.ctx, alice, appJobs, "jobs", "missing", []byte(`{}`), engine.PutOptions{IfRev: r1.Rev})
+	_, err = e.eng.Put(e.ctx, alice, appJobs, "jobs", "missing", []byte(`{}`), appcode.PutOptions{IfRev: r1.Rev})
 	refuse("put with ifRev on a missing doc", err)
 	_, err = e.eng.Get(e.ctx, alice, appJobs, "jobs", "missing")
 	wantCode(t, err, errs.NotFound, "the missing doc stays missing")
-	_, err = e.eng.Put(e.ctx, alice, appJobs, "otherdb", "j1", []byte(`{}`), engine.PutOptions{IfRev: r2.Rev})
+	_, err = e.eng.Put(e.ctx, alice, appJobs, "otherdb", "j1", []byte(`{}`), appcode.PutOptions{IfRev: r2.Rev})
 	refuse("put with ifRev of the same id in another database", err)
 	_, err = e.eng.Delete(e.ctx, alice, appJobs, "jobs", "j1", r1.Rev)
 	refuse("delete with a stale ifRev", err)
 
 	d := e.del(alice, appJobs, "jobs", "j1", r2.Rev)
 	seq = e.seqOf(appJobs)
-	_, err = e.eng.Put(e.ctx, alice, appJobs, "jobs", "j1", []byte(`{}`), engine.PutOptions{IfRev: d.Rev})
+	_, err = e.eng.Put(e.ctx, alice, appJobs, "jobs", "j1", []byte(`{}`), appcode.PutOptions{IfRev: d.Rev})
 	refuse("put with ifRev = the tombstone's rev", err)
-	_, err = e.eng.Put(e.ctx, alice, appJobs, "jobs", "j1", []byte(`{}`), engine.PutOptions{IfRev: r2.Rev})
+	_, err = e.eng.Put(e.ctx, alice, appJobs, "jobs", "j1", []byte(`{}`), appcode.PutOptions{IfRev: r2.Rev})
 	refuse("put with ifRev = the rev before the delete", err)
 	_, err = e.eng.Delete(e.ctx, alice, appJobs, "jobs", "j1", d.Rev)
 	refuse("delete of a tombstone with its rev", err)
@@ -146,7 +147,7 @@ func testEngineIfRev(t *testing.T, e *env) {
 
 func testEngineIfAbsent(t *testing.T, e *env) {
 	e.fixture()
-	abs := engine.PutOptions{IfAbsent: true}
+	abs := appcode.PutOptions{IfAbsent: true}
 	r1 := e.put(alice, appJobs, "jobs", "ing-1", `{"v":1}`, abs)
 	if r1.Existing || gen(t, r1.Rev) != 1 || r1.Seq != 1 {
 		t.Fatalf("first ifAbsent put = %+v", r1)
@@ -186,7 +187,7 @@ func testEngineIfAbsent(t *testing.T, e *env) {
 	}
 	// ifRev and ifAbsent together are refused on every path (API, CLI,
 	// handlers): the write could only be a no-op or a conflict.
-	both := engine.PutOptions{IfAbsent: true, IfRev: r3.Rev}
+	both := appcode.PutOptions{IfAbsent: true, IfRev: r3.Rev}
 	if _, err := e.eng.Put(e.ctx, alice, appJobs, "jobs", "ing-1", []byte(`{"v":4}`), both); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("ifRev with ifAbsent: %v, want invalid", err)
 	}
@@ -195,9 +196,9 @@ func testEngineIfAbsent(t *testing.T, e *env) {
 func testEngineTombstones(t *testing.T, e *env) {
 	e.fixture()
 	var revs []string
-	r := e.put(alice, appJobs, "jobs", "t1", `{"status":"pending"}`, engine.PutOptions{})
+	r := e.put(alice, appJobs, "jobs", "t1", `{"status":"pending"}`, appcode.PutOptions{})
 	revs = append(revs, r.Rev)
-	e.put(alice, appJobs, "jobs", "other", `{"status":"pending"}`, engine.PutOptions{})
+	e.put(alice, appJobs, "jobs", "other", `{"status":"pending"}`, appcode.PutOptions{})
 	d := e.del(alice, appJobs, "jobs", "t1", r.Rev)
 	revs = append(revs, d.Rev)
 	_, err := e.eng.Get(e.ctx, alice, appJobs, "jobs", "t1")
@@ -226,12 +227,12 @@ func testEngineTombstones(t *testing.T, e *env) {
 	}
 
 	// Resurrect, change, delete, resurrect: the generation keeps counting.
-	r = e.put(alice, appJobs, "jobs", "t1", `{"status":"pending","life":2}`, engine.PutOptions{})
+	r = e.put(alice, appJobs, "jobs", "t1", `{"status":"pending","life":2}`, appcode.PutOptions{})
 	revs = append(revs, r.Rev)
-	r = e.put(alice, appJobs, "jobs", "t1", `{"status":"running","life":2}`, engine.PutOptions{IfRev: r.Rev})
+	r = e.put(alice, appJobs, "jobs", "t1", `{"status":"running","life":2}`, appcode.PutOptions{IfRev: r.Rev})
 	revs = append(revs, r.Rev)
 	revs = append(revs, e.del(alice, appJobs, "jobs", "t1", "").Rev)
-	r = e.put(alice, appJobs, "jobs", "t1", `{"life":3}`, engine.PutOptions{})
+	r = e.put(alice, appJobs, "jobs", "t1", `{"life":3}`, appcode.PutOptions{})
 	revs = append(revs, r.Rev)
 	if got := e.doc(appJobs, "jobs", "t1"); got["life"] != json.Number("3") || got["status"] != nil {
 		t.Fatalf("resurrected doc = %v", got)
@@ -257,21 +258,21 @@ func testEngineLedger(t *testing.T, e *env) {
 	}
 	steps := []step{
 		{engine.Actor{User: "alice", Device: "laptop", Path: "cli"}, false, `{"status":"pending"}`, "cli"},
-		{engine.Actor{User: "alice", Handler: "onChange", Path: "http"}, false, `{"status":"running"}`, "onChange"},
+		{engine.Actor{User: "alice", Handler: appcode.OnChange, Path: "http"}, false, `{"status":"running"}`, "onChange"},
 		{engine.Actor{User: "admin", Admin: true}, false, `{"status":"done"}`, "http"},
 		{engine.Actor{User: "alice", Device: "ci-7", Path: "import"}, true, "", "import"},
-		{engine.Actor{User: "alice", Handler: "scheduled"}, false, `{"status":"pending","attempts":1}`, "scheduled"},
+		{engine.Actor{User: "alice", Handler: appcode.Scheduled}, false, `{"status":"pending","attempts":1}`, "scheduled"},
 	}
-	var results []engine.WriteResult
+	var results []appcode.WriteResult
 	var times []string
 	for _, s := range steps {
 		now := e.tick()
 		times = append(times, now.UTC().String())
-		var r engine.WriteResult
+		var r appcode.WriteResult
 		if s.deleted {
 			r = e.del(s.actor, appJobs, "jobs", "led", "")
 		} else {
-			r = e.put(s.actor, appJobs, "jobs", "led", s.body, engine.PutOptions{})
+			r = e.put(s.actor, appJobs, "jobs", "led", s.body, appcode.PutOptions{})
 		}
 		results = append(results, r)
 	}
@@ -283,7 +284,7 @@ func testEngineLedger(t *testing.T, e *env) {
 		en := h[i]
 		w := en.Writer
 		if en.ID != "led" || en.DB != "jobs" || en.Rev != results[i].Rev || en.Seq != results[i].Seq || en.Deleted != s.deleted ||
-			w.User != s.actor.User || w.Device != s.actor.Device || w.Handler != s.actor.Handler ||
+			w.User != s.actor.User || w.Device != s.actor.Device || w.Handler != string(s.actor.Handler) ||
 			en.Path != s.path || en.Time.UTC().String() != times[i] {
 			t.Fatalf("History[%d] = %+v\nwant rev %s seq %d writer %+v path %s time %s",
 				i, en, results[i].Rev, results[i].Seq, s.actor, s.path, times[i])
@@ -309,26 +310,26 @@ func testEngineLedger(t *testing.T, e *env) {
 func testEngineSequence(t *testing.T, e *env) {
 	e.fixture()
 	want := map[string]int64{}
-	check := func(app string, r engine.WriteResult) {
+	check := func(app string, r appcode.WriteResult) {
 		t.Helper()
 		want[app]++
 		if r.Seq != want[app] {
 			t.Fatalf("write to %s got seq %d, want %d", app, r.Seq, want[app])
 		}
 	}
-	r := e.put(alice, appJobs, "jobs", "a", `{}`, engine.PutOptions{})
+	r := e.put(alice, appJobs, "jobs", "a", `{}`, appcode.PutOptions{})
 	check(appJobs, r)
-	check(appJobs, e.put(alice, appJobs, "logs", "a", `{}`, engine.PutOptions{}))
-	check(appOther, e.put(alice, appOther, "jobs", "a", `{}`, engine.PutOptions{}))
+	check(appJobs, e.put(alice, appJobs, "logs", "a", `{}`, appcode.PutOptions{}))
+	check(appOther, e.put(alice, appOther, "jobs", "a", `{}`, appcode.PutOptions{}))
 	// Refusals and no-ops take no number.
-	if _, err := e.eng.Put(e.ctx, alice, appJobs, "jobs", "a", []byte(`{}`), engine.PutOptions{IfRev: "9-x"}); err == nil {
+	if _, err := e.eng.Put(e.ctx, alice, appJobs, "jobs", "a", []byte(`{}`), appcode.PutOptions{IfRev: "9-x"}); err == nil {
 		t.Fatal("stale ifRev succeeded")
 	}
-	e.put(alice, appJobs, "jobs", "a", `{"x":1}`, engine.PutOptions{IfAbsent: true})
-	check(appJobs, e.put(alice, appJobs, "jobs", "a", `{"x":1}`, engine.PutOptions{IfRev: r.Rev}))
+	e.put(alice, appJobs, "jobs", "a", `{"x":1}`, appcode.PutOptions{IfAbsent: true})
+	check(appJobs, e.put(alice, appJobs, "jobs", "a", `{"x":1}`, appcode.PutOptions{IfRev: r.Rev}))
 	check(appJobs, e.del(alice, appJobs, "jobs", "a", ""))
-	check(appOther, e.put(alice, appOther, "jobs", "b", `{}`, engine.PutOptions{}))
-	check(appJobs, e.put(alice, appJobs, "jobs", "a", `{}`, engine.PutOptions{}))
+	check(appOther, e.put(alice, appOther, "jobs", "b", `{}`, appcode.PutOptions{}))
+	check(appJobs, e.put(alice, appJobs, "jobs", "a", `{}`, appcode.PutOptions{}))
 	for app, s := range want {
 		if got := e.seqOf(app); got != s {
 			t.Fatalf("LastSeq(%s) = %d, want %d", app, got, s)
@@ -378,13 +379,13 @@ func testEngineQueryScope(t *testing.T, e *env) {
 	e.putAll(appJobs, "other", map[string]string{"o1": `{"status":"pending"}`})
 	e.putAll(appOther, "jobs", map[string]string{"b1": `{"status":"pending"}`})
 	e.del(alice, appJobs, "jobs", "a2", "")
-	e.put(alice, appJobs, "jobs", "a3", `{"status":"running"}`, engine.PutOptions{})
+	e.put(alice, appJobs, "jobs", "a3", `{"status":"running"}`, appcode.PutOptions{})
 	wantIDs(t, e.queryIDs(appJobs, "jobs", "status", `"pending"`), []string{"a1"}, "Query(pending)")
 	wantIDs(t, e.queryIDs(appJobs, "jobs", "status", `"running"`), []string{"a3"}, "Query(running)")
 	wantIDs(t, e.queryIDs(appJobs, "other", "status", `"pending"`), []string{"o1"}, "Query(other db)")
 	wantIDs(t, e.queryIDs(appOther, "jobs", "status", `"pending"`), []string{"b1"}, "Query(other app)")
 	wantIDs(t, e.queryIDs(appJobs, "nodb", "status", `"pending"`), nil, "Query(unknown db)")
-	e.put(alice, appJobs, "jobs", "a2", `{"status":"pending"}`, engine.PutOptions{})
+	e.put(alice, appJobs, "jobs", "a2", `{"status":"pending"}`, appcode.PutOptions{})
 	wantIDs(t, e.queryIDs(appJobs, "jobs", "status", `"pending"`), []string{"a1", "a2"}, "Query after resurrection")
 }
 
@@ -395,7 +396,7 @@ func (e *env) pageAll(field, key string, limit int, between func()) []string {
 	var ids []string
 	cursor := ""
 	for pages := 0; ; pages++ {
-		var p engine.Page
+		var p appcode.Page
 		var err error
 		if field == "" {
 			p, err = e.eng.Scan(e.ctx, alice, appJobs, "jobs", limit, cursor)
@@ -444,7 +445,7 @@ func testEngineQueryPagination(t *testing.T, e *env) {
 	e.putAll(appJobs, "jobs", bodies)
 	e.del(alice, appJobs, "jobs", want[100], "")
 	want = slices.Delete(want, 100, 101)
-	e.put(alice, appJobs, "jobs", "extra-beyond", `{"status":"pending"}`, engine.PutOptions{})
+	e.put(alice, appJobs, "jobs", "extra-beyond", `{"status":"pending"}`, appcode.PutOptions{})
 	want = append(want, "extra-beyond")
 	if len(want) != 300 {
 		t.Fatalf("corpus has %d matching docs", len(want))
@@ -479,10 +480,10 @@ func testEngineChanges(t *testing.T, e *env) {
 		if i == 11 {
 			e.del(alice, appJobs, db, id, "")
 		} else {
-			e.put(alice, appJobs, db, id, fmt.Sprintf(`{"i":%d}`, i), engine.PutOptions{})
+			e.put(alice, appJobs, db, id, fmt.Sprintf(`{"i":%d}`, i), appcode.PutOptions{})
 		}
 		all = append(all, rec{db, id})
-		e.put(alice, appOther, db, id, `{}`, engine.PutOptions{})
+		e.put(alice, appOther, db, id, `{}`, appcode.PutOptions{})
 	}
 	changes := func(db string, since int64, limit int) engine.Changes {
 		t.Helper()
@@ -648,12 +649,12 @@ func testEngineReopen(t *testing.T, e *env) {
 	if err := e.eng.AddMember(e.ctx, alice, appJobs, "bob", "viewer"); err != nil {
 		t.Fatal(err)
 	}
-	r1 := e.put(engine.Actor{User: "alice", Device: "d1", Path: "cli"}, appJobs, "jobs", "x", `{"status":"pending"}`, engine.PutOptions{})
-	r2 := e.put(alice, appJobs, "jobs", "x", `{"status":"running"}`, engine.PutOptions{IfRev: r1.Rev})
-	e.put(alice, appJobs, "jobs", "y", `{"status":"pending"}`, engine.PutOptions{})
-	e.put(alice, appJobs, "jobs", "z", `{"status":"pending"}`, engine.PutOptions{})
+	r1 := e.put(engine.Actor{User: "alice", Device: "d1", Path: "cli"}, appJobs, "jobs", "x", `{"status":"pending"}`, appcode.PutOptions{})
+	r2 := e.put(alice, appJobs, "jobs", "x", `{"status":"running"}`, appcode.PutOptions{IfRev: r1.Rev})
+	e.put(alice, appJobs, "jobs", "y", `{"status":"pending"}`, appcode.PutOptions{})
+	e.put(alice, appJobs, "jobs", "z", `{"status":"pending"}`, appcode.PutOptions{})
 	e.del(alice, appJobs, "jobs", "z", "")
-	e.put(alice, appOther, "jobs", "o", `{"status":"pending"}`, engine.PutOptions{})
+	e.put(alice, appOther, "jobs", "o", `{"status":"pending"}`, appcode.PutOptions{})
 	wantIDs(t, e.queryIDs(appJobs, "jobs", "status", `"pending"`), []string{"y"}, "Query before reopen")
 	state := func() string {
 		t.Helper()
@@ -706,17 +707,17 @@ func testEngineReopen(t *testing.T, e *env) {
 	wantCode(t, err, errs.Exists, "CreateApp after reopen")
 	wantIDs(t, e.queryIDs(appJobs, "jobs", "status", `"pending"`), []string{"y"}, "Query after reopen")
 
-	_, err = e.eng.Put(e.ctx, alice, appJobs, "jobs", "x", []byte(`{}`), engine.PutOptions{IfRev: r1.Rev})
+	_, err = e.eng.Put(e.ctx, alice, appJobs, "jobs", "x", []byte(`{}`), appcode.PutOptions{IfRev: r1.Rev})
 	wantCode(t, err, errs.Conflict, "stale ifRev after reopen")
-	r3 := e.put(alice, appJobs, "jobs", "x", `{"status":"pending"}`, engine.PutOptions{IfRev: r2.Rev})
+	r3 := e.put(alice, appJobs, "jobs", "x", `{"status":"pending"}`, appcode.PutOptions{IfRev: r2.Rev})
 	if r3.Seq != seq+1 || gen(t, r3.Rev) != 3 {
 		t.Fatalf("first write after reopen = %+v; want seq %d at generation 3", r3, seq+1)
 	}
-	if r := e.put(alice, appJobs, "jobs", "z", `{"status":"pending"}`, engine.PutOptions{IfAbsent: true}); r.Existing || gen(t, r.Rev) != 3 {
+	if r := e.put(alice, appJobs, "jobs", "z", `{"status":"pending"}`, appcode.PutOptions{IfAbsent: true}); r.Existing || gen(t, r.Rev) != 3 {
 		t.Fatalf("resurrection after reopen = %+v", r)
 	}
 	wantIDs(t, e.queryIDs(appJobs, "jobs", "status", `"pending"`), []string{"x", "y", "z"}, "Query after reopen and writes")
-	if r := e.put(alice, appOther, "jobs", "o2", `{}`, engine.PutOptions{}); r.Seq != 2 {
+	if r := e.put(alice, appOther, "jobs", "o2", `{}`, appcode.PutOptions{}); r.Seq != 2 {
 		t.Fatalf("other app's seq after reopen = %d, want 2", r.Seq)
 	}
 }
@@ -726,12 +727,12 @@ func testEngineReopen(t *testing.T, e *env) {
 // and then every query, on a field indexed before or after, still works.
 func testEngineDeepDocuments(t *testing.T, e *env) {
 	e.fixture()
-	e.put(alice, appJobs, "jobs", "plain", `{"status":"pending","kind":"a"}`, engine.PutOptions{})
+	e.put(alice, appJobs, "jobs", "plain", `{"status":"pending","kind":"a"}`, appcode.PutOptions{})
 	putDeep := func(depth int) {
 		t.Helper()
 		id := fmt.Sprint("deep-", depth)
 		body := `{"status":"pending","kind":"deep","nest":` + strings.Repeat(`[`, depth) + strings.Repeat(`]`, depth) + `}`
-		_, err := e.eng.Put(e.ctx, alice, appJobs, "jobs", id, []byte(body), engine.PutOptions{})
+		_, err := e.eng.Put(e.ctx, alice, appJobs, "jobs", id, []byte(body), appcode.PutOptions{})
 		if err != nil && errs.CodeOf(err) != errs.Invalid {
 			t.Fatalf("Put of a doc nested %d deep: %v; want success or invalid", depth, err)
 		}
@@ -751,7 +752,7 @@ func testEngineDeepDocuments(t *testing.T, e *env) {
 	for _, depth := range []int{999, 1001} {
 		putDeep(depth)
 	}
-	e.put(alice, appJobs, "jobs", "after", `{"status":"pending","kind":"a"}`, engine.PutOptions{})
+	e.put(alice, appJobs, "jobs", "after", `{"status":"pending","kind":"a"}`, appcode.PutOptions{})
 	wantIDs(t, e.queryIDs(appJobs, "jobs", "kind", `"a"`), []string{"after", "plain"}, "Query after more writes")
 }
 
@@ -775,7 +776,7 @@ func testEngineDocumentValues(t *testing.T, e *env) {
 		`{"in":{"x y":{"\udfff":1}}}`:  `document key at .in["x y"]["\udfff"] (byte 14)`,
 		` {"n":1e999}`:                 `(byte 6)`,
 	} {
-		_, err := e.eng.Put(e.ctx, alice, appJobs, "jobs", "bad", []byte(body), engine.PutOptions{})
+		_, err := e.eng.Put(e.ctx, alice, appJobs, "jobs", "bad", []byte(body), appcode.PutOptions{})
 		wantCode(t, err, errs.Invalid, "Put of "+body[:min(len(body), 40)])
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Put(%.40s) = %v\nwant a message with %q", body, err, want)
@@ -795,7 +796,7 @@ func testEngineDocumentValues(t *testing.T, e *env) {
 		"plain": `{"s":"NUL is \\u0000, written out"}`,
 	}
 	for id, body := range good {
-		e.put(alice, appJobs, "jobs", id, body, engine.PutOptions{})
+		e.put(alice, appJobs, "jobs", id, body, appcode.PutOptions{})
 		raw, err := e.eng.Get(e.ctx, alice, appJobs, "jobs", id)
 		if err != nil {
 			t.Fatal(err)

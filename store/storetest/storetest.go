@@ -42,6 +42,7 @@ import (
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -294,7 +295,7 @@ func (e *env) seqOf(ref string) int64 {
 	return e.lastSeq(e.appID(ref))
 }
 
-func (e *env) put(a engine.Actor, app, db, id, body string, o engine.PutOptions) engine.WriteResult {
+func (e *env) put(a engine.Actor, app, db, id, body string, o appcode.PutOptions) appcode.WriteResult {
 	e.t.Helper()
 	r, err := e.eng.Put(e.ctx, a, app, db, id, []byte(body), o)
 	if err != nil {
@@ -308,12 +309,12 @@ func (e *env) putAll(app, db string, bodies map[string]string) {
 	e.t.Helper()
 	ids := sortedKeys(bodies)
 	parallel(e.t, len(ids), 16, func(i int) error {
-		_, err := e.eng.Put(e.ctx, alice, app, db, ids[i], []byte(bodies[ids[i]]), engine.PutOptions{})
+		_, err := e.eng.Put(e.ctx, alice, app, db, ids[i], []byte(bodies[ids[i]]), appcode.PutOptions{})
 		return err
 	})
 }
 
-func (e *env) del(a engine.Actor, app, db, id, ifRev string) engine.WriteResult {
+func (e *env) del(a engine.Actor, app, db, id, ifRev string) appcode.WriteResult {
 	e.t.Helper()
 	r, err := e.eng.Delete(e.ctx, a, app, db, id, ifRev)
 	if err != nil {
@@ -455,7 +456,7 @@ func docIDs(docs []store.Doc) []string {
 	return ids
 }
 
-func pageIDs(t *testing.T, p engine.Page) []string {
+func pageIDs(t *testing.T, p appcode.Page) []string {
 	t.Helper()
 	ids := make([]string, len(p.Docs))
 	for i, d := range p.Docs {

@@ -10,6 +10,7 @@ import (
 	"github.com/handoff-run/handoff/auth"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -308,8 +309,8 @@ func testVisitorScope(t *testing.T, e *env) {
 	if err := e.eng.SetSignup(e.ctx, bob, "bob/blog", engine.SignupOpen); err != nil {
 		t.Fatal(err)
 	}
-	e.put(alice, "alice/jobs", "jobs", "j1", `{"n":1}`, engine.PutOptions{})
-	e.put(bob, "bob/blog", "posts", "p1", `{"n":1}`, engine.PutOptions{})
+	e.put(alice, "alice/jobs", "jobs", "j1", `{"n":1}`, appcode.PutOptions{})
+	e.put(bob, "bob/blog", "posts", "p1", `{"n":1}`, appcode.PutOptions{})
 	token, _ := e.signUp("alice/jobs", "sam", "long enough", "")
 	sam, err := e.eng.Authenticate(e.ctx, token)
 	if err != nil {
@@ -325,7 +326,7 @@ func testVisitorScope(t *testing.T, e *env) {
 	if _, err := e.eng.Get(e.ctx, sam, "alice/jobs", "jobs", "j1"); err != nil {
 		t.Fatalf("a visitor made editor reads: %v", err)
 	}
-	e.put(sam, "alice/jobs", "jobs", "j2", `{"by":"sam"}`, engine.PutOptions{})
+	e.put(sam, "alice/jobs", "jobs", "j2", `{"by":"sam"}`, appcode.PutOptions{})
 	wantCode(t, e.eng.AddMember(e.ctx, bob, "bob/blog", "sam@jobs--alice", "editor"), errs.Invalid, "another app's visitor as member")
 
 	// Another app, even one that would let any user in, is refused.
@@ -334,7 +335,7 @@ func testVisitorScope(t *testing.T, e *env) {
 	}
 	_, err = e.eng.Get(e.ctx, sam, "bob/blog", "posts", "p1")
 	wantCode(t, err, errs.Forbidden, "a visitor reads another app")
-	_, err = e.eng.Put(e.ctx, sam, "bob/blog", "posts", "p2", []byte(`{}`), engine.PutOptions{})
+	_, err = e.eng.Put(e.ctx, sam, "bob/blog", "posts", "p2", []byte(`{}`), appcode.PutOptions{})
 	wantCode(t, err, errs.Forbidden, "a visitor writes another app")
 	_, err = e.eng.CreateApp(e.ctx, sam, "sam@jobs--alice/x", false)
 	wantCode(t, err, errs.Invalid, "a visitor creates an app under its id")

@@ -1,4 +1,4 @@
-package engine
+package appcode
 
 import (
 	"context"
@@ -21,7 +21,7 @@ type Backend interface {
 	Config() BackendConfig
 	// Has reports whether the module exports the handler ("onChange",
 	// "scheduled", "fetch").
-	Has(handler string) bool
+	Has(handler Handler) bool
 	// OnChange runs onChange for one event. It returns when the handler's
 	// promise settles: nil acks the event; an error redelivers it. The
 	// run is stopped at Config().OnChange.Timeout.
@@ -115,3 +115,16 @@ type HandlerContext interface {
 	// Secret returns a secret of the app, "" and false when unset.
 	Secret(name string) (string, bool)
 }
+
+// FieldMatch is one entry of config.onChange.when: a top-level field of
+// the committed document and the values it may have.
+type FieldMatch struct {
+	Field string
+	// Values are JSON scalars as encoding/json decodes them: string,
+	// float64, bool or nil (null). The field matches any of them.
+	Values []any
+}
+
+// DefaultFanOut is the default of config.onChange.fanOut: the writes that
+// onChange runs may make, in all, for one originating write.
+const DefaultFanOut = 100

@@ -1,0 +1,74 @@
+package appcode
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/handoff-run/handoff/store"
+)
+
+// DefaultAccessTimeout is the deadline of one access-function call.
+const DefaultAccessTimeout = 100 * time.Millisecond
+
+// Runtime compiles and runs app code. The engine only knows this
+// interface; package access implements it on the JavaScript VM.
+type Runtime interface {
+	// CompileAccess compiles an access.js source. A syntax error is an
+	// *errs.Error with code invalid naming the file, line and column.
+	CompileAccess(filename, source string) (AccessFunc, error)
+	// CheckBackend compiles a backend.js source only to refuse bad code at
+	// deploy time.
+	CheckBackend(filename, source string) error
+}
+
+// AccessFunc is one compiled access.js: the transition table.
+type AccessFunc interface {
+	// Gates reports whether db has an access function (a named export or
+	// the default one).
+	Gates(db string) bool
+	// Check runs the function for one write. It returns the channels and
+	// grants of the new revision, or an *errs.Error: forbidden (with the
+	// function's reason) or access_error (the function failed).
+	Check(ctx context.Context, in AccessInput) (AccessDecision, error)
+}
+
+// AccessInput is what access.js sees: doc, oldDoc, user and what ctx
+// checks against.
+type AccessInput struct {
+	// App is the app's owner/name: whose JavaScript this is, for sharing
+	// the cores fairly among apps.
+	App string
+	DB  string
+	// Doc is the incoming document with _id and without _rev; on delete
+	// {"_id": id, "_deleted": true}.
+	Doc json.RawMessage
+	// OldDoc is the head the write replaces, with _id and _rev; nil when
+	// absent or deleted.
+	OldDoc json.RawMessage
+	// User is nil for an anonymous write.
+	User *AccessUser
+	// Handler is the backend handler making the write, "" for clients.
+	// ctx.requireBackend checks it; only the server sets it.
+	Handler Handler
+	Timeout time.Duration
+	// Now is the clock's time when the write began.
+	Now time.Time
+	// ReadChannels are the channels the writer may read, for
+	// ctx.requireAccess.
+	ReadChannels map[string]bool
+}
+
+// AccessUser is the user object of access.js.
+type AccessUser struct {
+	ID      string   `json:"id"`
+	Roles   []string `json:"roles"`
+	IsOwner bool     `json:"isOwner"`
+	Device  string   `json:"device,omitempty"`
+}
+
+// AccessDecision is what a passing access function returned.
+type AccessDecision struct {
+	Channels []string
+	Grants   []store.Grant
+}
