@@ -229,7 +229,7 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate Acces
 }
 
 func (e *Engine) accessInput(ctx context.Context, a Actor, app *appState, db, id string, deleted bool, body []byte, head *store.Doc, live bool) AccessInput {
-	in := AccessInput{App: app.ref(), DB: db, Handler: a.Handler, Timeout: app.accessTimeout(), Now: e.clock.Now()}
+	in := AccessInput{App: app.ref(), DB: db, ID: id, Deleted: deleted, Handler: a.Handler, Timeout: app.accessTimeout(), Now: e.clock.Now()}
 	if deleted {
 		in.Doc = DocJSON(id, "", true, nil)
 	} else {
