@@ -49,9 +49,10 @@ as fast as the clients can (the throughput number). Exit 1 if a job did
 not end done exactly once.
 
 --handlers go swaps the JavaScript for the same transition table and
-handlers written in Go, built into the bench: apps can't be written that
-way, but the run shows what the engine and the store cost on their own,
-so the difference is what JavaScript adds to a job.`,
+handlers written in Go, built into the bench as a program embedding
+handoff would write them (package github.com/handoff-run/handoff): the
+run shows what the engine and the store cost on their own, so the
+difference is what JavaScript adds to a job.`,
 		Args: noArgs,
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			fl := cmd.Flags()

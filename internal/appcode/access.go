@@ -40,6 +40,10 @@ type AccessInput struct {
 	// the cores fairly among apps.
 	App string
 	DB  string
+	// ID is the document's id; Deleted tells a delete. Doc says both too,
+	// but a table written in Go should not have to decode it to know.
+	ID      string
+	Deleted bool
 	// Doc is the incoming document with _id and without _rev; on delete
 	// {"_id": id, "_deleted": true}.
 	Doc json.RawMessage

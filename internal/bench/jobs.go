@@ -20,11 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/handoff-run/handoff/access"
-	"github.com/handoff-run/handoff/backend"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
-	"github.com/handoff-run/handoff/examples"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
@@ -247,26 +244,12 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	var (
-		accessRT appcode.Runtime
-		backends appcode.BackendCompiler
-	)
 	switch o.Handlers {
-	case "", HandlersJS:
+	case "":
 		o.Handlers = HandlersJS
-		accessRT, backends = access.New(access.Options{}), backend.New(backend.Options{Logger: o.Logger})
-	case HandlersGo:
-		accessRT, backends = goRuntime{}, goCompiler{}
+	case HandlersJS, HandlersGo:
 	default:
 		return nil, fmt.Errorf("handlers must be %q or %q, not %q", HandlersJS, HandlersGo, o.Handlers)
-	}
-	accessJS, err := examples.Jobs.ReadFile("jobs/access.js")
-	if err != nil {
-		return nil, err
-	}
-	backendJS, err := examples.Jobs.ReadFile("jobs/backend.js")
-	if err != nil {
-		return nil, err
 	}
 
 	// Times are kept per job, by the number in its id.
@@ -300,33 +283,15 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 	if gw, ok := inner.(store.GrantWatcher); ok {
 		measured = grantWatchStore{st, gw}
 	}
-	e := engine.New(measured, engine.Options{
-		Logger:   o.Logger,
-		Runtime:  accessRT,
-		Backends: backends,
-		OnDelivery: func(wait time.Duration) {
-			deliveryMu.Lock()
-			delivery = append(delivery, wait)
-			deliveryMu.Unlock()
-		},
+	e, stop, err := startJobs(ctx, measured, o, func(wait time.Duration) {
+		deliveryMu.Lock()
+		delivery = append(delivery, wait)
+		deliveryMu.Unlock()
 	})
-	admin := engine.Actor{User: engine.AdminUser, Admin: true, Path: "cli"}
-	if _, err := e.Bootstrap(ctx, ""); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	if _, err := e.AddUser(ctx, admin, jobsOwner); err != nil {
-		return nil, err
-	}
-	if _, err := e.CreateApp(ctx, admin, jobsApp, false); err != nil {
-		return nil, err
-	}
-	if _, err := e.Deploy(ctx, admin, jobsApp, string(accessJS), string(backendJS)); err != nil {
-		return nil, fmt.Errorf("deploying examples/jobs: %w", err)
-	}
-	if err := e.Start(ctx); err != nil {
-		return nil, err
-	}
-	defer e.Close()
+	defer stop()
 
 	// The clients: each takes the next job number when it is due and
 	// puts the job as the owner, through access.js, like `handoff db put`.
@@ -397,7 +362,7 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 	}
 	// Let the outbox drain (the done revisions' own events), so the
 	// check below sees the final ledger.
-	left, err := drain(ctx, e, admin, 30*time.Second)
+	left, err := drain(ctx, e, jobsAdmin, 30*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -511,16 +476,14 @@ func checkLedger(ctx context.Context, e *engine.Engine, owner engine.Actor, n in
 	return nil
 }
 
-// progress prints a line a second while the run lasts. stop returns once
-// the last line is out, so the caller may write to w after it.
+// progress prints a line a second while the run lasts.
 func progress(w io.Writer, n int, put, done *atomic.Int64) (stop func()) {
 	if w == nil {
 		return func() {}
 	}
-	quit, exited := make(chan struct{}), make(chan struct{})
+	quit := make(chan struct{})
 	var once sync.Once
 	go func() {
-		defer close(exited)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
@@ -532,8 +495,5 @@ func progress(w io.Writer, n int, put, done *atomic.Int64) (stop func()) {
 			}
 		}
 	}()
-	return func() {
-		once.Do(func() { close(quit) })
-		<-exited
-	}
+	return func() { once.Do(func() { close(quit) }) }
 }
