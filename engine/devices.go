@@ -156,7 +156,7 @@ func (e *Engine) AuthenticateDeviceBody(ctx context.Context, cred, method, targe
 		return Actor{}, replayed
 	}
 	// Other nodes may have seen it: the store keeps the tokens they used.
-	if nk, ok := e.st.(store.NonceKeeper); ok {
+	if nk := e.caps.Nonces; nk != nil {
 		fresh, err := nk.UseNonce(ctx, s.NonceKey(), now, now.Add(2*auth.TokenLifetime))
 		if err != nil {
 			return Actor{}, internal(err)

@@ -48,6 +48,7 @@ type Options struct {
 // Engine serves every read and write of every app on one Store.
 type Engine struct {
 	st       store.Store
+	caps     store.Capabilities // st.Capabilities(), read once
 	clock    clock.Clock
 	maxDoc   int
 	log      *slog.Logger
@@ -116,10 +117,11 @@ func New(st store.Store, o Options) *Engine {
 	e := &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, rt: o.Runtime,
 		backends: o.Backends, observe: o.OnDelivery, poll: o.PollEvery, secretKey: o.SecretKey, apps: map[string]*appState{}}
 	e.node = mintID(e.clock.Now())
-	if gw, ok := st.(store.GrantWatcher); ok {
+	e.caps = st.Capabilities()
+	if gw := e.caps.Grants; gw != nil {
 		gw.WatchGrants(e.grantsChanged)
 	}
-	if aw, ok := st.(store.AppWatcher); ok {
+	if aw := e.caps.Apps; aw != nil {
 		aw.WatchApps(e.appChanged)
 	}
 	st.Watch(e.notify)

@@ -88,7 +88,7 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 			return appcode.WriteResult{}, err
 		}
 	}
-	hints, _ := e.st.(store.HeadHinter)
+	hints := e.caps.Heads
 	for range maxHeadRetries {
 		// A hint saves the read, but it may be stale: the commit checks
 		// it, and a refusal stands only once a fresh read agrees.

@@ -39,7 +39,21 @@ type Store interface {
 	// is called with the app and its latest seq, in commit order. fn must
 	// not block. Live feeds wake on it instead of polling.
 	Watch(fn func(appID, seq int64))
+	// Capabilities says what the store offers beyond this contract. A
+	// wrapper that embeds a Store passes its inner store's on unchanged,
+	// so nothing is lost through one, as a type assertion on the wrapper
+	// would lose it.
+	Capabilities() Capabilities
 	Close() error
+}
+
+// Capabilities are a store's optional features; a nil field is one the
+// store does not offer, and callers then do without it.
+type Capabilities struct {
+	Grants GrantWatcher
+	Apps   AppWatcher
+	Nonces NonceKeeper
+	Heads  HeadHinter
 }
 
 // Identity keeps users, their token hashes, apps and members.

@@ -182,15 +182,6 @@ func (s *watchStore) Commit(ctx context.Context, w *store.Write) (int64, error) 
 	return seq, nil
 }
 
-// HeadHint passes the store's hints on, so the bench writes as serve
-// does; a store without them gives none.
-func (s *watchStore) HeadHint(appID int64, db, id string) *store.Doc {
-	if h, ok := s.Store.(store.HeadHinter); ok {
-		return h.HeadHint(appID, db, id)
-	}
-	return nil
-}
-
 func (s *watchStore) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
 	evs, err := s.Store.ClaimEvents(ctx, appID, now, limit, lease)
 	return s.committedAt(evs), err
@@ -213,16 +204,6 @@ func (s *watchStore) committedAt(evs []store.Event) []store.Event {
 	s.mu.Unlock()
 	return evs
 }
-
-// grantWatchStore is a watchStore over a store that tells grant changes
-// before its commits are announced; the engine relies on that only when
-// the store offers it.
-type grantWatchStore struct {
-	*watchStore
-	gw store.GrantWatcher
-}
-
-func (s grantWatchStore) WatchGrants(fn func(appID int64)) { s.gw.WatchGrants(fn) }
 
 // Jobs runs the job pattern of examples/jobs on a fresh durable store:
 // clients put jobs through access.js, the example's onChange claims, works
@@ -279,11 +260,7 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 			}
 		}
 	}}
-	var measured store.Store = st
-	if gw, ok := inner.(store.GrantWatcher); ok {
-		measured = grantWatchStore{st, gw}
-	}
-	e, stop, err := startJobs(ctx, measured, o, func(wait time.Duration) {
+	e, stop, err := startJobs(ctx, st, o, func(wait time.Duration) {
 		deliveryMu.Lock()
 		delivery = append(delivery, wait)
 		deliveryMu.Unlock()

@@ -169,6 +169,13 @@ func (s *Store) WatchGrants(fn func(appID int64)) { s.watch.addGrants(fn) }
 // any node; see store.AppWatcher.
 func (s *Store) WatchApps(fn func(appID int64)) { s.watch.addApps(fn) }
 
+// Capabilities: several nodes share the database, so the store tells
+// them of each other's app changes and nonces, and hints heads to save
+// round trips.
+func (s *Store) Capabilities() store.Capabilities {
+	return store.Capabilities{Grants: s, Apps: s, Nonces: s, Heads: s}
+}
+
 // pgCode is the SQLSTATE of a PostgreSQL error, or "".
 func pgCode(err error) string {
 	var pe *pgconn.PgError

@@ -144,3 +144,7 @@ func (s *Store) Watch(fn func(appID, seq int64)) { s.watch.add(fn) }
 // WatchGrants registers fn to hear, before Watch's callbacks, of each
 // commit that changed an app's live grants; see store.GrantWatcher.
 func (s *Store) WatchGrants(fn func(appID int64)) { s.watch.addGrants(fn) }
+
+// Capabilities: one process uses the file, so it needs no cross-node app
+// watch or nonces, and reading a head is no round trip worth a hint.
+func (s *Store) Capabilities() store.Capabilities { return store.Capabilities{Grants: s} }
