@@ -1,0 +1,187 @@
+package postgres
+
+import (
+	"cmp"
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/handoff-run/handoff/store"
+	"github.com/jackc/pgx/v5"
+)
+
+// queueLedger adds the ledger rows of the accepted writes, in one
+// statement; the j-th accepted write takes the batch's j-th seq.
+func queueLedger(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int) {
+	m := len(accepted)
+	var (
+		dbs, ids, revs, users, devices, handlers, paths = make([]string, m), make([]string, m), make([]string, m),
+			make([]string, m), make([]string, m), make([]string, m), make([]string, m)
+		deleted        = make([]bool, m)
+		bodies, chans  = make([]*string, m), make([]*string, m)
+		times, prevSeq = make([]int64, m), make([]int64, m)
+		places         = make([]int64, m)
+	)
+	for j, i := range accepted {
+		w := batch[i].w
+		dbs[j], ids[j], revs[j], deleted[j] = w.DB, w.ID, w.Rev, w.Deleted
+		if !w.Deleted {
+			t := string(w.Body)
+			bodies[j] = &t
+		}
+		times[j] = w.Time.UnixNano()
+		users[j], devices[j], handlers[j], paths[j] = w.Writer.User, w.Writer.Device, w.Writer.Handler, w.Path
+		chans[j], prevSeq[j], places[j] = channelsJSON(w.Channels), w.PrevSeq, int64(j)+1
+	}
+	b.Queue(sqlLedger, app, n, dbs, ids, revs, deleted, bodies, times, users, devices, handlers, paths, chans, prevSeq, places)
+}
+
+// queueHeads moves each document written to its last accepted write:
+// an update of the heads that exist, an insert of the others.
+func queueHeads(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int, keys []docKey, states map[docKey]*docState) {
+	type heads struct {
+		dbs, ids, revs       []string
+		deleted, hasGrants   []bool
+		texts, bodies, chans []*string
+		seqOffsets, times    []int64
+	}
+	var upd, ins heads
+	for _, k := range keys {
+		st := states[k]
+		if st.last < 0 {
+			continue
+		}
+		h := &upd
+		if !st.found {
+			h = &ins
+		}
+		w := batch[accepted[st.last]].w
+		var text, body *string
+		if !w.Deleted {
+			t, j := string(w.Body), jsonbText(w.Body)
+			text, body = &t, &j
+		}
+		h.dbs, h.ids, h.revs = append(h.dbs, k.db), append(h.ids, k.id), append(h.revs, w.Rev)
+		h.deleted, h.hasGrants = append(h.deleted, w.Deleted), append(h.hasGrants, st.hasGrants)
+		h.texts, h.bodies, h.chans = append(h.texts, text), append(h.bodies, body), append(h.chans, channelsJSON(w.Channels))
+		h.seqOffsets, h.times = append(h.seqOffsets, int64(st.last)+1), append(h.times, w.Time.UnixNano())
+	}
+	for _, q := range []struct {
+		sql string
+		h   *heads
+	}{{sqlSaveHeads, &upd}, {sqlNewHeads, &ins}} {
+		if h := q.h; len(h.dbs) > 0 {
+			b.Queue(q.sql, app, n, h.dbs, h.ids, h.revs, h.deleted, h.texts, h.bodies, h.seqOffsets, h.times, h.chans, h.hasGrants)
+		}
+	}
+}
+
+// queueEvents adds the outbox rows of the accepted writes that have one.
+func queueEvents(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int) {
+	var offsets, nextAt, origins []int64
+	var depths []int32
+	var dbs, ids []string
+	for j, i := range accepted {
+		if ev := batch[i].w.Event; ev != nil {
+			dbs, ids = append(dbs, batch[i].w.DB), append(ids, batch[i].w.ID)
+			offsets = append(offsets, int64(j)+1)
+			depths = append(depths, int32(ev.Depth))
+			nextAt = append(nextAt, ev.NextAt.UnixNano())
+			origins = append(origins, ev.Origin)
+		}
+	}
+	if len(offsets) > 0 {
+		b.Queue(sqlAddEvents, app, n, offsets, depths, nextAt, origins, dbs, ids)
+	}
+}
+
+// queueGrants brings grants (each live document's grants) and
+// grant_counts (how many live documents give each grant) from what the
+// database holds to what the batch leaves: the new rows go in with one
+// statement, and each grant's count moves once by its net change, with
+// one statement for all of them. Only letting go of grants costs a
+// statement each: one per document to drop its rows, one per grant whose
+// count fell, to drop it at zero. The result, known once the batch has
+// run, is whether a grant appeared or vanished.
+func queueGrants(b *pgx.Batch, app int64, keys []docKey, states map[docKey]*docState) *bool {
+	moved := new(bool)
+	var dbs, ids, kinds, principals, channels []string
+	delta := map[store.Grant]int64{}
+	for _, k := range keys {
+		st := states[k]
+		if store.SameGrants(st.dbGrants, st.grants) {
+			continue
+		}
+		if len(st.dbGrants) > 0 {
+			b.Queue(sqlDropGrants, app, k.db, k.id)
+		}
+		for _, g := range st.dbGrants {
+			delta[g]--
+		}
+		for _, g := range st.grants {
+			delta[g]++
+			dbs, ids = append(dbs, k.db), append(ids, k.id)
+			kinds, principals, channels = append(kinds, g.Kind), append(principals, g.Principal), append(channels, g.Channel)
+		}
+	}
+	if len(dbs) > 0 {
+		b.Queue(sqlAddGrants, app, dbs, ids, kinds, principals, channels)
+	}
+	var counts []store.Grant
+	for g, d := range delta {
+		if d != 0 {
+			counts = append(counts, g)
+		}
+	}
+	if len(counts) == 0 {
+		return moved
+	}
+	slices.SortFunc(counts, func(a, b store.Grant) int {
+		return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.Principal, b.Principal), strings.Compare(a.Channel, b.Channel))
+	})
+	// New slices: the batch holds the ones above until it is sent.
+	ckinds, cprincipals, cchannels := make([]string, len(counts)), make([]string, len(counts)), make([]string, len(counts))
+	ns := make([]int64, len(counts))
+	for i, g := range counts {
+		ckinds[i], cprincipals[i], cchannels[i], ns[i] = g.Kind, g.Principal, g.Channel, delta[g]
+	}
+	b.Queue(sqlCountGrants, app, ckinds, cprincipals, cchannels, ns).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var g store.Grant
+			var n int64
+			if err := rows.Scan(&g.Kind, &g.Principal, &g.Channel, &n); err != nil {
+				return err
+			}
+			if (n > 0) != (n-delta[g] > 0) {
+				*moved = true
+			}
+		}
+		return rows.Err()
+	})
+	for _, g := range counts {
+		if delta[g] < 0 {
+			b.Queue(sqlCountGone, app, g.Kind, g.Principal, g.Channel)
+		}
+	}
+	return moved
+}
+
+// channelsJSON stores channels as a JSON array; nil stays NULL so "no
+// access function" and "no channels" remain distinguishable.
+func channelsJSON(ch []string) *string {
+	if ch == nil {
+		return nil
+	}
+	b, _ := json.Marshal(ch)
+	s := string(b)
+	return &s
+}
+
+func parseChannels(s *string) []string {
+	if s == nil {
+		return nil
+	}
+	ch := []string{}
+	_ = json.Unmarshal([]byte(*s), &ch)
+	return ch
+}
