@@ -12,6 +12,7 @@ import (
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/appcode/appcodetest"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/postgres"
 	"github.com/handoff-run/handoff/store/sqlite"
@@ -48,16 +49,16 @@ type crashRig struct {
 	t   *testing.T
 	dir string
 	clk *clock.Virtual
-	b   *goBackend
+	b   *appcodetest.Backend
 	e   *engine.Engine
 	st  *mortalStore
 }
 
-func newCrashRig(t *testing.T, b *goBackend) *crashRig {
+func newCrashRig(t *testing.T, b *appcodetest.Backend) *crashRig {
 	r := &crashRig{t: t, dir: t.TempDir(), clk: clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC)), b: b}
-	b.cfg.OnChange.Concurrency = max(b.cfg.OnChange.Concurrency, 1)
-	if b.cfg.OnChange.Timeout == 0 {
-		b.cfg.OnChange.Timeout = appcode.DefaultRunTimeout
+	b.Cfg.OnChange.Concurrency = max(b.Cfg.OnChange.Concurrency, 1)
+	if b.Cfg.OnChange.Timeout == 0 {
+		b.Cfg.OnChange.Timeout = appcode.DefaultRunTimeout
 	}
 	r.boot(true)
 	t.Cleanup(func() {
@@ -78,7 +79,7 @@ func (r *crashRig) boot(first bool) {
 		r.t.Fatal(err)
 	}
 	r.st = &mortalStore{Store: st}
-	r.e = engine.New(r.st, engine.Options{Clock: r.clk, Runtime: nopRuntime{}, Backends: goCompiler{r.b}, PollEvery: time.Hour})
+	r.e = engine.New(r.st, engine.Options{Clock: r.clk, Runtime: appcodetest.NoAccess{}, Backends: appcodetest.Compiler{B: r.b}, PollEvery: time.Hour})
 	if first {
 		deployGoApp(r.t, r.e)
 	}
@@ -141,7 +142,7 @@ func recv(t *testing.T, runs <-chan appcode.ChangeEvent) appcode.ChangeEvent {
 // the other events of the app are delivered as usual.
 func TestPoisonEventBacksOffAcrossCrashes(t *testing.T) {
 	runs := make(chan appcode.ChangeEvent, 10)
-	b := &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+	b := &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		runs <- ev
 		if ev.DocID == "poison" {
 			<-ctx.Done() // in flight until the server dies
@@ -149,7 +150,7 @@ func TestPoisonEventBacksOffAcrossCrashes(t *testing.T) {
 		}
 		return nil
 	}}
-	b.cfg.OnChange.MaxAttempts = 3
+	b.Cfg.OnChange.MaxAttempts = 3
 	r := newCrashRig(t, b)
 	ctx := context.Background()
 	alice := engine.Actor{User: "alice"}
@@ -218,12 +219,12 @@ func TestPoisonEventBacksOffAcrossCrashes(t *testing.T) {
 // same attempt.
 func TestStoppedRunCostsNoAttempt(t *testing.T) {
 	runs := make(chan appcode.ChangeEvent, 10)
-	b := &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+	b := &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		runs <- ev
 		<-ctx.Done()
 		return ctx.Err()
 	}}
-	b.cfg.OnChange.MaxAttempts = 1
+	b.Cfg.OnChange.MaxAttempts = 1
 	r := newCrashRig(t, b)
 	res, err := r.e.Put(context.Background(), engine.Actor{User: "alice"}, "alice/app", "jobs", "j", []byte(`{}`), appcode.PutOptions{})
 	if err != nil {
@@ -259,7 +260,7 @@ func (s startedBy) StartEvent(ctx context.Context, appID, seq int64) error {
 // from there, instead of running the event at once.
 func TestNodesCountTheRunOfADeadNode(t *testing.T) {
 	runs := make(chan appcode.ChangeEvent, 10)
-	b := &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+	b := &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		runs <- ev
 		if ev.Attempt == 1 {
 			<-ctx.Done()
@@ -267,7 +268,7 @@ func TestNodesCountTheRunOfADeadNode(t *testing.T) {
 		}
 		return nil
 	}}
-	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 4, 3, time.Minute
+	b.Cfg.OnChange.Concurrency, b.Cfg.OnChange.MaxAttempts, b.Cfg.OnChange.Timeout = 4, 3, time.Minute
 	started := make(chan int, 10)
 	nodes := make([]*mortalStore, 2)
 	es, clk := goNodes(t, 2, b, func(i int, st *postgres.Store) store.Store {

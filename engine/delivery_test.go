@@ -13,47 +13,10 @@ import (
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/appcode/appcodetest"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
-
-// goBackend is a backend.js stand-in written in Go, so the delivery
-// machinery is tested without the JavaScript VM.
-type goBackend struct {
-	cfg       appcode.BackendConfig
-	onChange  func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error
-	scheduled func(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error
-	fetch     func(ctx context.Context, req appcode.FetchRequest, hc appcode.HandlerContext) (appcode.FetchResponse, error)
-}
-
-func (b *goBackend) Config() appcode.BackendConfig { return b.cfg }
-func (b *goBackend) Has(h appcode.Handler) bool {
-	return h == "onChange" && b.onChange != nil || h == "scheduled" && b.scheduled != nil || h == "fetch" && b.fetch != nil
-}
-func (b *goBackend) OnChange(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
-	return b.onChange(ctx, ev, hc)
-}
-func (b *goBackend) Scheduled(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
-	return b.scheduled(ctx, ev, hc)
-}
-func (b *goBackend) Fetch(ctx context.Context, req appcode.FetchRequest, hc appcode.HandlerContext) (appcode.FetchResponse, error) {
-	if b.fetch == nil {
-		return appcode.FetchResponse{}, errors.New("no fetch handler")
-	}
-	return b.fetch(ctx, req, hc)
-}
-func (b *goBackend) Close() {}
-
-type goCompiler struct{ b *goBackend }
-
-func (c goCompiler) CompileBackend(string, string) (appcode.Backend, error) { return c.b, nil }
-
-type nopRuntime struct{}
-
-func (nopRuntime) CompileAccess(string, string) (appcode.AccessFunc, error) {
-	return nil, errors.New("no access.js in these tests")
-}
-func (nopRuntime) CheckBackend(string, string) error { return nil }
 
 type deliveryEnv struct {
 	e     *engine.Engine
@@ -75,7 +38,7 @@ func deployGoApp(t *testing.T, e *engine.Engine) {
 	}
 }
 
-func newDeliveryEnv(t *testing.T, b *goBackend) *deliveryEnv {
+func newDeliveryEnv(t *testing.T, b *appcodetest.Backend) *deliveryEnv {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(t.TempDir())
@@ -84,12 +47,12 @@ func newDeliveryEnv(t *testing.T, b *goBackend) *deliveryEnv {
 	}
 	t.Cleanup(func() { st.Close() })
 	clk := clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC))
-	b.cfg.OnChange.Concurrency = max(b.cfg.OnChange.Concurrency, 1)
-	b.cfg.OnChange.MaxAttempts = max(b.cfg.OnChange.MaxAttempts, 1)
-	if b.cfg.OnChange.Timeout == 0 {
-		b.cfg.OnChange.Timeout = appcode.DefaultRunTimeout
+	b.Cfg.OnChange.Concurrency = max(b.Cfg.OnChange.Concurrency, 1)
+	b.Cfg.OnChange.MaxAttempts = max(b.Cfg.OnChange.MaxAttempts, 1)
+	if b.Cfg.OnChange.Timeout == 0 {
+		b.Cfg.OnChange.Timeout = appcode.DefaultRunTimeout
 	}
-	e := engine.New(st, engine.Options{Clock: clk, Runtime: nopRuntime{}, Backends: goCompiler{b}})
+	e := engine.New(st, engine.Options{Clock: clk, Runtime: appcodetest.NoAccess{}, Backends: appcodetest.Compiler{B: b}})
 	deployGoApp(t, e)
 	if err := e.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -102,7 +65,7 @@ func TestOnChangeSeesEveryCommitInOrder(t *testing.T) {
 	var mu sync.Mutex
 	var seen []appcode.ChangeEvent
 	done := make(chan struct{}, 100)
-	env := newDeliveryEnv(t, &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+	env := newDeliveryEnv(t, &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		mu.Lock()
 		seen = append(seen, ev)
 		mu.Unlock()
@@ -136,13 +99,13 @@ func TestOnChangeSeesEveryCommitInOrder(t *testing.T) {
 
 func TestFailedEventIsRedeliveredAfterBackoffThenDead(t *testing.T) {
 	attempts := make(chan appcode.ChangeEvent, 10)
-	env := newDeliveryEnv(t, &goBackend{
-		cfg: func() appcode.BackendConfig {
+	env := newDeliveryEnv(t, &appcodetest.Backend{
+		Cfg: func() appcode.BackendConfig {
 			var c appcode.BackendConfig
 			c.OnChange.MaxAttempts = 3
 			return c
 		}(),
-		onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+		OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 			attempts <- ev
 			return errors.New("boom")
 		}})
@@ -225,11 +188,11 @@ func (c *claimCounter) ClaimEvents(ctx context.Context, appID int64, now time.Ti
 
 // startWithWaiting starts an engine on st whose app alice/app, with b as
 // its backend, has n events waiting in the outbox when delivery starts.
-func startWithWaiting(t *testing.T, st store.Store, b *goBackend, n int, o engine.Options) *engine.Engine {
+func startWithWaiting(t *testing.T, st store.Store, b *appcodetest.Backend, n int, o engine.Options) *engine.Engine {
 	t.Helper()
 	ctx := context.Background()
 	o.Clock = clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC))
-	o.Runtime, o.Backends = nopRuntime{}, goCompiler{b}
+	o.Runtime, o.Backends = appcodetest.NoAccess{}, appcodetest.Compiler{B: b}
 	e := engine.New(st, o)
 	deployGoApp(t, e)
 	for i := range n {
@@ -265,7 +228,7 @@ func TestFreeSlotTakesTheNextEvent(t *testing.T) {
 		release[seq] = make(chan struct{})
 	}
 	started := make(chan int64, 100)
-	b := &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+	b := &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		mu.Lock()
 		running[ev.Seq] = true
 		most = max(most, len(running))
@@ -277,7 +240,7 @@ func TestFreeSlotTakesTheNextEvent(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}}
-	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 5, 1, appcode.DefaultRunTimeout
+	b.Cfg.OnChange.Concurrency, b.Cfg.OnChange.MaxAttempts, b.Cfg.OnChange.Timeout = 5, 1, appcode.DefaultRunTimeout
 	e := startWithWaiting(t, st, b, 25, engine.Options{PollEvery: time.Hour})
 	var first []int64
 	for range 5 {
@@ -324,11 +287,11 @@ func TestBatchEndWakesAStarvedDeliverer(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	seen := make(chan int64, 100)
-	b := &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+	b := &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		seen <- ev.Seq
 		return nil
 	}}
-	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 1, 1, appcode.DefaultRunTimeout
+	b.Cfg.OnChange.Concurrency, b.Cfg.OnChange.MaxAttempts, b.Cfg.OnChange.Timeout = 1, 1, appcode.DefaultRunTimeout
 	startWithWaiting(t, st, b, 25, engine.Options{PollEvery: time.Hour})
 	for want := int64(1); want <= 25; want++ {
 		select {
@@ -347,7 +310,7 @@ func TestBatchEndWakesAStarvedDeliverer(t *testing.T) {
 // access.js lets the admin write), as it acts as any other writer.
 func TestOnChangeActsAsTheAdmin(t *testing.T) {
 	res := make(chan error, 4)
-	env := newDeliveryEnv(t, &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+	env := newDeliveryEnv(t, &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		if ev.DB == "in" {
 			_, err := hc.Put(ctx, "out", ev.DocID, []byte(`{"seen":true}`), appcode.PutOptions{})
 			res <- err
@@ -366,7 +329,7 @@ func TestOnChangeActsAsTheAdmin(t *testing.T) {
 // TestLoopGuardCountsPerApp: the writes the loop guard holds back are
 // counted for their own app, not for every app of the server.
 func TestLoopGuardCountsPerApp(t *testing.T) {
-	env := newDeliveryEnv(t, &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+	env := newDeliveryEnv(t, &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		_, err := hc.Put(ctx, ev.DB, ev.DocID, []byte(`{"again":true}`), appcode.PutOptions{})
 		return err
 	}})

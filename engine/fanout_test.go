@@ -9,6 +9,7 @@ import (
 
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/appcode/appcodetest"
 )
 
 // TestFanOutBudget: an onChange that writes 6 documents per event turns
@@ -20,7 +21,7 @@ import (
 func TestFanOutBudget(t *testing.T) {
 	var refused atomic.Int64
 	var msg atomic.Value
-	env := newDeliveryEnv(t, &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+	env := newDeliveryEnv(t, &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		for i := range 6 {
 			_, err := hc.Put(ctx, "fan", fmt.Sprintf("%s-%d", ev.DocID, i), []byte(`{}`), appcode.PutOptions{})
 			if errs.Is(err, errs.FanOut) {

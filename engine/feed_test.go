@@ -14,6 +14,7 @@ import (
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/appcode/appcodetest"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -745,58 +746,31 @@ func TestLiveQuery(t *testing.T) {
 	}
 }
 
-// feedBackend is a backend.js stand-in in Go: its handlers write through
-// the handler context like real ones.
-type feedBackend struct {
-	cfg       appcode.BackendConfig
-	onChange  func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error
-	scheduled func(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error
-}
-
-func (b *feedBackend) Config() appcode.BackendConfig { return b.cfg }
-func (b *feedBackend) Has(h appcode.Handler) bool {
-	return h == "onChange" && b.onChange != nil || h == "scheduled" && b.scheduled != nil
-}
-func (b *feedBackend) OnChange(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
-	return b.onChange(ctx, ev, hc)
-}
-func (b *feedBackend) Scheduled(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
-	return b.scheduled(ctx, ev, hc)
-}
-func (b *feedBackend) Fetch(context.Context, appcode.FetchRequest, appcode.HandlerContext) (appcode.FetchResponse, error) {
-	return appcode.FetchResponse{Status: 501}, nil // never called: Has("fetch") is false
-}
-func (b *feedBackend) Close() {}
-
-type feedCompiler struct{ b *feedBackend }
-
-func (c feedCompiler) CompileBackend(string, string) (appcode.Backend, error) { return c.b, nil }
-
 // TestFeedCarriesEveryWritePath: a client put, a CLI put, a delete, an
 // onChange handler's write and a scheduled handler's write all reach a
 // follower, each with its path.
 func TestFeedCarriesEveryWritePath(t *testing.T) {
-	b := &feedBackend{}
-	b.cfg.OnChange.Concurrency = 1
-	b.cfg.OnChange.MaxAttempts = 3
-	b.cfg.OnChange.Timeout = time.Minute
-	b.cfg.Scheduled.Interval = appcode.MinScheduledInterval
+	b := &appcodetest.Backend{}
+	b.Cfg.OnChange.Concurrency = 1
+	b.Cfg.OnChange.MaxAttempts = 3
+	b.Cfg.OnChange.Timeout = time.Minute
+	b.Cfg.Scheduled.Interval = appcode.MinScheduledInterval
 	var ticked sync.Once
-	b.onChange = func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+	b.OnChange = func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		if ev.DB != "jobs" || ev.Deleted {
 			return nil
 		}
 		_, err := hc.Put(ctx, "results", ev.DocID, json.RawMessage(`{"from":"onChange"}`), appcode.PutOptions{})
 		return err
 	}
-	b.scheduled = func(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
+	b.Scheduled = func(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
 		var err error
 		ticked.Do(func() {
 			_, err = hc.Put(ctx, "ticks", "tick", json.RawMessage(fmt.Sprintf(`{"at":%d}`, ev.ScheduledTime)), appcode.PutOptions{})
 		})
 		return err
 	}
-	en := newFeedEnv(t, engine.Options{Backends: feedCompiler{b}})
+	en := newFeedEnv(t, engine.Options{Backends: appcodetest.Compiler{B: b}})
 	const app = "alice/paths"
 	en.app(app, false)
 	if _, err := en.e.Deploy(en.ctx, feedAlice, app, "", "// backend in Go"); err != nil {

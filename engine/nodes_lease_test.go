@@ -10,6 +10,7 @@ import (
 
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/appcode/appcodetest"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/postgres"
 )
@@ -51,7 +52,7 @@ func (w leaseWatch) RenewEvents(ctx context.Context, appID int64, seqs []int64, 
 func TestNodesLeaseRenewedWhileRunLives(t *testing.T) {
 	started := make(chan int64, 10)
 	release := make(chan struct{})
-	b := &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+	b := &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		started <- ev.Seq
 		select {
 		case <-release:
@@ -59,7 +60,7 @@ func TestNodesLeaseRenewedWhileRunLives(t *testing.T) {
 		}
 		return nil
 	}}
-	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 4, 3, time.Hour
+	b.Cfg.OnChange.Concurrency, b.Cfg.OnChange.MaxAttempts, b.Cfg.OnChange.Timeout = 4, 3, time.Hour
 	var claimed sync.Map
 	renews := []*atomic.Int64{{}, {}}
 	frozen := []*atomic.Bool{{}, {}}

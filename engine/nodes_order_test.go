@@ -10,6 +10,7 @@ import (
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/appcode/appcodetest"
 	"github.com/handoff-run/handoff/internal/pgtest"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/postgres"
@@ -17,7 +18,7 @@ import (
 
 // goNodes starts n engines with the Go backend b on one fresh PostgreSQL
 // database, sharing one virtual clock, with alice/app deployed.
-func goNodes(t *testing.T, n int, b *goBackend, wrap func(i int, st *postgres.Store) store.Store) ([]*engine.Engine, *clock.Virtual) {
+func goNodes(t *testing.T, n int, b *appcodetest.Backend, wrap func(i int, st *postgres.Store) store.Store) ([]*engine.Engine, *clock.Virtual) {
 	t.Helper()
 	dbURL := pgtest.Fresh(t, 8)
 	clk := clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC))
@@ -34,7 +35,7 @@ func goNodes(t *testing.T, n int, b *goBackend, wrap func(i int, st *postgres.St
 		if wrap != nil {
 			s = wrap(i, st)
 		}
-		e := engine.New(s, engine.Options{Clock: clk, Runtime: nopRuntime{}, Backends: goCompiler{b}, PollEvery: 5 * time.Millisecond})
+		e := engine.New(s, engine.Options{Clock: clk, Runtime: appcodetest.NoAccess{}, Backends: appcodetest.Compiler{B: b}, PollEvery: 5 * time.Millisecond})
 		t.Cleanup(e.Close)
 		es = append(es, e)
 	}
@@ -67,7 +68,7 @@ func TestNodesTickHoldsTheSchedule(t *testing.T) {
 	started := make(chan int64, 10)
 	release := make(chan struct{})
 	var slow atomic.Int64 // the planned time of the one slow tick
-	b := &goBackend{scheduled: func(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
+	b := &appcodetest.Backend{Scheduled: func(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
 		started <- ev.ScheduledTime
 		if ev.ScheduledTime == slow.Load() {
 			select {
@@ -77,8 +78,8 @@ func TestNodesTickHoldsTheSchedule(t *testing.T) {
 		}
 		return nil
 	}}
-	b.cfg.Scheduled.Interval = time.Second
-	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 1, 1, appcode.DefaultRunTimeout
+	b.Cfg.Scheduled.Interval = time.Second
+	b.Cfg.OnChange.Concurrency, b.Cfg.OnChange.MaxAttempts, b.Cfg.OnChange.Timeout = 1, 1, appcode.DefaultRunTimeout
 	_, clk := goNodes(t, 2, b, nil)
 	t0 := clk.Now()
 	slow.Store(t0.Add(time.Second).UnixMilli())
@@ -131,7 +132,7 @@ func (c claimsSeen) ClaimEventsExclusive(ctx context.Context, appID int64, now t
 func TestNodesConcurrencyOneKeepsCommitOrder(t *testing.T) {
 	started := make(chan int64, 10)
 	release := make(chan struct{})
-	b := &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+	b := &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		started <- ev.Seq
 		if ev.DocID == "j1" {
 			select {
@@ -141,7 +142,7 @@ func TestNodesConcurrencyOneKeepsCommitOrder(t *testing.T) {
 		}
 		return nil
 	}}
-	b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 1, 3, appcode.DefaultRunTimeout
+	b.Cfg.OnChange.Concurrency, b.Cfg.OnChange.MaxAttempts, b.Cfg.OnChange.Timeout = 1, 3, appcode.DefaultRunTimeout
 	claims := []*atomic.Int64{{}, {}}
 	es, _ := goNodes(t, 2, b, func(i int, st *postgres.Store) store.Store { return claimsSeen{st, claims[i]} })
 	ctx := context.Background()

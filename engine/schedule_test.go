@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/appcode/appcodetest"
 )
 
 // TestDeployStopsTheRunningTick: a scheduled tick still running when a new
@@ -18,7 +19,7 @@ func TestDeployStopsTheRunningTick(t *testing.T) {
 	started := make(chan int64, 4)
 	stopped := make(chan error, 4)
 	first := true
-	b := &goBackend{scheduled: func(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
+	b := &appcodetest.Backend{Scheduled: func(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
 		started <- ev.ScheduledTime
 		if first { // a tick that would run forever
 			first = false
@@ -28,7 +29,7 @@ func TestDeployStopsTheRunningTick(t *testing.T) {
 		}
 		return nil
 	}}
-	b.cfg.Scheduled.Interval = time.Second
+	b.Cfg.Scheduled.Interval = time.Second
 	env := newDeliveryEnv(t, b)
 	ctx := context.Background()
 	t0 := env.clk.Now()
@@ -76,8 +77,8 @@ func TestDeployStopsTheRunningOnChange(t *testing.T) {
 	}
 	runs := make(chan run, 10)
 	ticks, stopped := make(chan struct{}, 10), make(chan struct{}, 10)
-	b := &goBackend{
-		onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+	b := &appcodetest.Backend{
+		OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 			v := live.Load()
 			runs <- run{v, ev}
 			if v < 3 { // awaits something that never settles
@@ -86,15 +87,15 @@ func TestDeployStopsTheRunningOnChange(t *testing.T) {
 			}
 			return nil
 		},
-		scheduled: func(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
+		Scheduled: func(ctx context.Context, ev appcode.TickEvent, hc appcode.HandlerContext) error {
 			ticks <- struct{}{}
 			<-ctx.Done()
 			stopped <- struct{}{}
 			return ctx.Err()
 		},
 	}
-	b.cfg.OnChange.Timeout = time.Hour
-	b.cfg.Scheduled.Interval = time.Hour
+	b.Cfg.OnChange.Timeout = time.Hour
+	b.Cfg.Scheduled.Interval = time.Hour
 	env := newDeliveryEnv(t, b)
 	ctx := context.Background()
 	res, err := env.e.Put(ctx, env.owner, "alice/app", "jobs", "j", []byte(`{}`), appcode.PutOptions{})

@@ -13,6 +13,7 @@ import (
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/appcode/appcodetest"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -28,7 +29,7 @@ type secretEnv struct {
 	bob   engine.Actor
 }
 
-func newSecretEnv(t *testing.T, key []byte, b *goBackend) *secretEnv {
+func newSecretEnv(t *testing.T, key []byte, b *appcodetest.Backend) *secretEnv {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -38,15 +39,15 @@ func newSecretEnv(t *testing.T, key []byte, b *goBackend) *secretEnv {
 	}
 	t.Cleanup(func() { st.Close() })
 	if b == nil {
-		b = &goBackend{}
+		b = &appcodetest.Backend{}
 	}
-	b.cfg.OnChange.Concurrency = max(b.cfg.OnChange.Concurrency, 1)
-	b.cfg.OnChange.MaxAttempts = max(b.cfg.OnChange.MaxAttempts, 1)
-	if b.cfg.OnChange.Timeout == 0 {
-		b.cfg.OnChange.Timeout = appcode.DefaultRunTimeout
+	b.Cfg.OnChange.Concurrency = max(b.Cfg.OnChange.Concurrency, 1)
+	b.Cfg.OnChange.MaxAttempts = max(b.Cfg.OnChange.MaxAttempts, 1)
+	if b.Cfg.OnChange.Timeout == 0 {
+		b.Cfg.OnChange.Timeout = appcode.DefaultRunTimeout
 	}
 	clk := clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC))
-	e := engine.New(st, engine.Options{Clock: clk, Runtime: nopRuntime{}, Backends: goCompiler{b}, SecretKey: key})
+	e := engine.New(st, engine.Options{Clock: clk, Runtime: appcodetest.NoAccess{}, Backends: appcodetest.Compiler{B: b}, SecretKey: key})
 	tok, err := e.Bootstrap(ctx, "")
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func newSecretEnv(t *testing.T, key []byte, b *goBackend) *secretEnv {
 	if err := e.AddMember(ctx, v.alice, "alice/app", "bob", engine.RoleEditor); err != nil {
 		t.Fatal(err)
 	}
-	if b.onChange != nil {
+	if b.OnChange != nil {
 		if _, err := e.Deploy(ctx, v.admin, "alice/app", "", "// go backend"); err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +149,7 @@ func TestHandlersReadTheirSecrets(t *testing.T) {
 		ok bool
 	}
 	got := make(chan seen, 10)
-	v := newSecretEnv(t, testSecretKey, &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+	v := newSecretEnv(t, testSecretKey, &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		s, ok := hc.Secret("API_KEY")
 		got <- seen{s, ok}
 		return nil
@@ -200,16 +201,16 @@ func TestSecretsDoNotOpenWithAnotherKey(t *testing.T) {
 	got := make(chan bool, 10)
 	ctx := context.Background()
 	dir := t.TempDir()
-	open := func(key []byte, b *goBackend) *engine.Engine {
+	open := func(key []byte, b *appcodetest.Backend) *engine.Engine {
 		st, err := sqlite.Open(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.cfg.OnChange.Concurrency, b.cfg.OnChange.MaxAttempts, b.cfg.OnChange.Timeout = 1, 1, appcode.DefaultRunTimeout
+		b.Cfg.OnChange.Concurrency, b.Cfg.OnChange.MaxAttempts, b.Cfg.OnChange.Timeout = 1, 1, appcode.DefaultRunTimeout
 		return engine.New(st, engine.Options{Clock: clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC)),
-			Runtime: nopRuntime{}, Backends: goCompiler{b}, SecretKey: key})
+			Runtime: appcodetest.NoAccess{}, Backends: appcodetest.Compiler{B: b}, SecretKey: key})
 	}
-	e := open(testSecretKey, &goBackend{})
+	e := open(testSecretKey, &appcodetest.Backend{})
 	tok, _ := e.Bootstrap(ctx, "")
 	admin, _ := e.Authenticate(ctx, tok)
 	if _, err := e.CreateApp(ctx, admin, "admin/app", false); err != nil {
@@ -223,7 +224,7 @@ func TestSecretsDoNotOpenWithAnotherKey(t *testing.T) {
 	}
 	e.Store().Close()
 
-	e2 := open(bytes.Repeat([]byte{9}, 32), &goBackend{onChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
+	e2 := open(bytes.Repeat([]byte{9}, 32), &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		_, ok := hc.Secret("K")
 		got <- ok
 		return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/appcode/appcodetest"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
@@ -50,7 +51,7 @@ func TestHintedWriteNotRetriedAfterCommitError(t *testing.T) {
 	t.Cleanup(func() { sq.Close() })
 	st := &hintingStore{Store: sq}
 	e := engine.New(st, engine.Options{Clock: clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC)),
-		Runtime: nopRuntime{}, Backends: goCompiler{&goBackend{}}})
+		Runtime: appcodetest.NoAccess{}, Backends: appcodetest.Compiler{B: &appcodetest.Backend{}}})
 	t.Cleanup(e.Close)
 	tok, _ := e.Bootstrap(ctx, "")
 	admin, _ := e.Authenticate(ctx, tok)
