@@ -20,12 +20,7 @@ func (c *cli) benchCmd() *cobra.Command {
 }
 
 func (c *cli) benchJobsCmd() *cobra.Command {
-	var (
-		o          bench.JobsOptions
-		light      bool
-		cpuProfile string
-		quiet      bool
-	)
+	var f benchJobsFlags
 	cmd := &cobra.Command{
 		Use:   "jobs [--jobs N] [--rate R] [--concurrency C] [--light] [--postgres URL] [--handlers js|go]",
 		Short: "Run the job pattern of examples/jobs in process and time it",
@@ -55,92 +50,115 @@ run shows what the engine and the store cost on their own, so the
 difference is what JavaScript adds to a job.`,
 		Args: noArgs,
 		RunE: action(func(cmd *cobra.Command, args []string) error {
-			fl := cmd.Flags()
-			if o.Postgres == "" {
-				o.Postgres = c.getenv("HANDOFF_POSTGRES")
-			}
-			if err := postgres.CheckURL(o.Postgres); o.Postgres != "" && err != nil {
-				return usageError{"--postgres (or HANDOFF_POSTGRES) must be a postgres://USER:PASSWORD@HOST:PORT/DB URL: " + err.Error()}
-			}
-			if light {
-				if !fl.Changed("jobs") {
-					o.Jobs = 200
-				}
-				if !fl.Changed("rate") {
-					o.Rate = 100
-				}
-				if !fl.Changed("concurrency") {
-					o.Concurrency = 4
-				}
-			}
-			if o.Jobs <= 0 {
-				return usageError{fmt.Sprintf("--jobs must be at least 1, got %d", o.Jobs)}
-			}
-			if o.Rate < 0 {
-				return usageError{fmt.Sprintf("--rate must be 0 (as fast as possible) or more, got %g", o.Rate)}
-			}
-			if o.Concurrency <= 0 {
-				return usageError{fmt.Sprintf("--concurrency must be at least 1, got %d", o.Concurrency)}
-			}
-			if o.Handlers != bench.HandlersJS && o.Handlers != bench.HandlersGo {
-				return usageError{fmt.Sprintf("--handlers must be %s (examples/jobs) or %s (the same in Go), got %q", bench.HandlersJS, bench.HandlersGo, o.Handlers)}
-			}
-			if !quiet {
-				o.Progress = c.stderr
-				where := "durable store in a temp dir"
-				if o.Postgres != "" {
-					where = "a fresh database on " + postgres.Redact(o.Postgres)
-				}
-				if o.Handlers == bench.HandlersGo {
-					where += ", handlers in Go"
-				}
-				fmt.Fprintf(c.stderr, "bench jobs: %d jobs, %s, %d clients, %s\n",
-					o.Jobs, rateText(o.Rate), o.Concurrency, where)
-			}
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return errs.New(errs.Invalid, "cannot create the CPU profile %s: %v", cpuProfile, err)
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return errs.New(errs.Internal, "cannot start the CPU profile: %v", err)
-				}
-				defer pprof.StopCPUProfile()
-			}
-			res, err := bench.Jobs(cmd.Context(), o)
-			if errors.Is(err, bench.ErrStore) && o.Postgres != "" {
-				return errs.New(errs.Unavailable, "bench jobs: %v; check that PostgreSQL is up at that URL and its role may CREATE DATABASE", err)
-			}
-			if err != nil {
-				return errs.New(errs.Internal, "bench jobs: %v", err)
-			}
-			if !quiet {
-				printJobsTable(c.stderr, res)
-			}
-			enc := json.NewEncoder(c.stdout)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(res); err != nil {
-				return err
-			}
-			if !res.OK {
-				return errs.New(errs.Internal, "bench jobs: %d of %d jobs done exactly once (%d done twice, %d not done)",
-					res.Done, res.Jobs, res.DoneTwice, res.NotDone)
-			}
-			return nil
+			return c.benchJobs(cmd, &f)
 		}),
 	}
 	fl := cmd.Flags()
-	fl.IntVar(&o.Jobs, "jobs", 5000, "jobs to put")
-	fl.Float64Var(&o.Rate, "rate", 0, "jobs offered per second (0: as fast as the clients can)")
-	fl.IntVar(&o.Concurrency, "concurrency", 16, "clients putting jobs at once")
-	fl.DurationVar(&o.Work, "work", 0, "how long each job's work takes (e.g. 1s): shows how many jobs run at once")
-	fl.BoolVar(&light, "light", false, "light load for the latency numbers: 200 jobs at 100 jobs/s, 4 clients (unless set)")
-	fl.StringVar(&o.Postgres, "postgres", "", "PostgreSQL server URL, postgres://USER:PASSWORD@HOST:PORT/DB: run on a fresh database created there (default $HANDOFF_POSTGRES)")
-	fl.StringVar(&o.Handlers, "handlers", bench.HandlersJS, "js: examples/jobs' access.js and backend.js; go: the same table and handlers in Go, to measure the engine and store without JavaScript")
-	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
-	fl.BoolVar(&quiet, "quiet", false, "no progress lines and no table on stderr")
+	fl.IntVar(&f.o.Jobs, "jobs", 5000, "jobs to put")
+	fl.Float64Var(&f.o.Rate, "rate", 0, "jobs offered per second (0: as fast as the clients can)")
+	fl.IntVar(&f.o.Concurrency, "concurrency", 16, "clients putting jobs at once")
+	fl.DurationVar(&f.o.Work, "work", 0, "how long each job's work takes (e.g. 1s): shows how many jobs run at once")
+	fl.BoolVar(&f.light, "light", false, "light load for the latency numbers: 200 jobs at 100 jobs/s, 4 clients (unless set)")
+	fl.StringVar(&f.o.Postgres, "postgres", "", "PostgreSQL server URL, postgres://USER:PASSWORD@HOST:PORT/DB: run on a fresh database created there (default $HANDOFF_POSTGRES)")
+	fl.StringVar(&f.o.Handlers, "handlers", bench.HandlersJS, "js: examples/jobs' access.js and backend.js; go: the same table and handlers in Go, to measure the engine and store without JavaScript")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress lines and no table on stderr")
 	return cmd
+}
+
+// benchJobsFlags are the flags of bench jobs.
+type benchJobsFlags struct {
+	o          bench.JobsOptions
+	light      bool
+	cpuProfile string
+	quiet      bool
+}
+
+// benchJobs runs bench jobs and prints its result.
+func (c *cli) benchJobs(cmd *cobra.Command, f *benchJobsFlags) error {
+	if err := c.benchJobsOptions(cmd, f); err != nil {
+		return err
+	}
+	o := &f.o
+	if !f.quiet {
+		o.Progress = c.stderr
+		where := "durable store in a temp dir"
+		if o.Postgres != "" {
+			where = "a fresh database on " + postgres.Redact(o.Postgres)
+		}
+		if o.Handlers == bench.HandlersGo {
+			where += ", handlers in Go"
+		}
+		fmt.Fprintf(c.stderr, "bench jobs: %d jobs, %s, %d clients, %s\n",
+			o.Jobs, rateText(o.Rate), o.Concurrency, where)
+	}
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return errs.New(errs.Invalid, "cannot create the CPU profile %s: %v", f.cpuProfile, err)
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return errs.New(errs.Internal, "cannot start the CPU profile: %v", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	res, err := bench.Jobs(cmd.Context(), *o)
+	if errors.Is(err, bench.ErrStore) && o.Postgres != "" {
+		return errs.New(errs.Unavailable, "bench jobs: %v; check that PostgreSQL is up at that URL and its role may CREATE DATABASE", err)
+	}
+	if err != nil {
+		return errs.New(errs.Internal, "bench jobs: %v", err)
+	}
+	if !f.quiet {
+		printJobsTable(c.stderr, res)
+	}
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(res); err != nil {
+		return err
+	}
+	if !res.OK {
+		return errs.New(errs.Internal, "bench jobs: %d of %d jobs done exactly once (%d done twice, %d not done)",
+			res.Done, res.Jobs, res.DoneTwice, res.NotDone)
+	}
+	return nil
+}
+
+// benchJobsOptions completes f.o from $HANDOFF_POSTGRES and --light, and
+// checks it.
+func (c *cli) benchJobsOptions(cmd *cobra.Command, f *benchJobsFlags) error {
+	fl, o := cmd.Flags(), &f.o
+	if o.Postgres == "" {
+		o.Postgres = c.getenv("HANDOFF_POSTGRES")
+	}
+	if err := postgres.CheckURL(o.Postgres); o.Postgres != "" && err != nil {
+		return usageError{"--postgres (or HANDOFF_POSTGRES) must be a postgres://USER:PASSWORD@HOST:PORT/DB URL: " + err.Error()}
+	}
+	if f.light {
+		if !fl.Changed("jobs") {
+			o.Jobs = 200
+		}
+		if !fl.Changed("rate") {
+			o.Rate = 100
+		}
+		if !fl.Changed("concurrency") {
+			o.Concurrency = 4
+		}
+	}
+	if o.Jobs <= 0 {
+		return usageError{fmt.Sprintf("--jobs must be at least 1, got %d", o.Jobs)}
+	}
+	if o.Rate < 0 {
+		return usageError{fmt.Sprintf("--rate must be 0 (as fast as possible) or more, got %g", o.Rate)}
+	}
+	if o.Concurrency <= 0 {
+		return usageError{fmt.Sprintf("--concurrency must be at least 1, got %d", o.Concurrency)}
+	}
+	if o.Handlers != bench.HandlersJS && o.Handlers != bench.HandlersGo {
+		return usageError{fmt.Sprintf("--handlers must be %s (examples/jobs) or %s (the same in Go), got %q", bench.HandlersJS, bench.HandlersGo, o.Handlers)}
+	}
+	return nil
 }
 
 func rateText(r float64) string {

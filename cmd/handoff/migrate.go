@@ -133,27 +133,53 @@ func (c *cli) migrate(ctx context.Context, from, to string) (map[string]migrateC
 		return nil, err
 	}
 	defer release()
-	src, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)&_pragma=query_only(ON)")
+	src, err := openMigrateSource(ctx, from, path)
 	if err != nil {
-		return nil, errs.New(errs.Internal, "cannot open %s: %v", path, err)
+		return nil, err
 	}
 	defer src.Close()
-	src.SetMaxOpenConns(1)
-	var version int
-	if err := src.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
-		return nil, errs.New(errs.Internal, "cannot read %s: %v", path, err)
-	}
-	if version != sqliteSchemaVersion {
-		return nil, errs.New(errs.Invalid, "%s has schema version %d; this handoff migrates version %d: start `handoff serve --data %s` of this version once, stop it, and migrate again",
-			path, version, sqliteSchemaVersion, from)
-	}
 	// One read transaction: a consistent snapshot of the whole store.
 	rtx, err := src.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, errs.New(errs.Internal, "cannot read %s: %v", path, err)
 	}
 	defer rtx.Rollback()
+	conn, err := openMigrateTarget(ctx, to)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	unindexed, err := c.copyTables(ctx, rtx, conn)
+	if err != nil {
+		return nil, err
+	}
+	return c.checkMigration(ctx, rtx, conn, unindexed)
+}
 
+// openMigrateSource opens the embedded store at path, read only, and
+// checks that this handoff knows its schema.
+func openMigrateSource(ctx context.Context, from, path string) (*sql.DB, error) {
+	src, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)&_pragma=query_only(ON)")
+	if err != nil {
+		return nil, errs.New(errs.Internal, "cannot open %s: %v", path, err)
+	}
+	src.SetMaxOpenConns(1)
+	var version int
+	if err := src.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		src.Close()
+		return nil, errs.New(errs.Internal, "cannot read %s: %v", path, err)
+	}
+	if version != sqliteSchemaVersion {
+		src.Close()
+		return nil, errs.New(errs.Invalid, "%s has schema version %d; this handoff migrates version %d: start `handoff serve --data %s` of this version once, stop it, and migrate again",
+			path, version, sqliteSchemaVersion, from)
+	}
+	return src, nil
+}
+
+// openMigrateTarget applies the PostgreSQL schema at to and connects to
+// it, refusing a database that already holds users or apps.
+func openMigrateTarget(ctx context.Context, to string) (*pgx.Conn, error) {
 	// Open applies the PostgreSQL schema.
 	st, err := postgres.Open(ctx, to)
 	if err != nil {
@@ -169,15 +195,22 @@ func (c *cli) migrate(ctx context.Context, from, to string) (map[string]migrateC
 	if err != nil {
 		return nil, errs.New(errs.Unavailable, "cannot connect to PostgreSQL: %v", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
 	var used bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users) OR EXISTS (SELECT 1 FROM apps)`).Scan(&used); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
 		return nil, errs.New(errs.Internal, "cannot read the PostgreSQL store: %v", err)
 	}
 	if used {
+		conn.Close(context.WithoutCancel(ctx))
 		return nil, errs.New(errs.Exists, "the PostgreSQL database %s already holds users or apps: migrate only into an empty one", postgres.Redact(to))
 	}
+	return conn, nil
+}
 
+// copyTables copies every table of migrateTables from rtx to conn, in one
+// PostgreSQL transaction, showing a progress bar on a terminal. It
+// returns the documents copied without their jsonb body.
+func (c *cli) copyTables(ctx context.Context, rtx *sql.Tx, conn *pgx.Conn) ([]unindexedDoc, error) {
 	var total int64
 	sizes := make([]int64, len(migrateTables))
 	for i, t := range migrateTables {
@@ -196,7 +229,7 @@ func (c *cli) migrate(ctx context.Context, from, to string) (map[string]migrateC
 			progressbar.OptionThrottle(100_000_000))
 	}
 	var unindexed []unindexedDoc
-	err = pgx.BeginFunc(ctx, conn, func(wtx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, conn, func(wtx pgx.Tx) error {
 		unindexed = nil
 		for i, t := range migrateTables {
 			if bar != nil {
@@ -231,7 +264,12 @@ func (c *cli) migrate(ctx context.Context, from, to string) (map[string]migrateC
 	if err != nil {
 		return nil, errs.New(errs.Internal, "migration failed, nothing was written to PostgreSQL: %v", err)
 	}
+	return unindexed, nil
+}
 
+// checkMigration compares the counts of both sides and warns of the
+// documents copied without their jsonb body.
+func (c *cli) checkMigration(ctx context.Context, rtx *sql.Tx, conn *pgx.Conn, unindexed []unindexedDoc) (map[string]migrateCounts, error) {
 	before, err := countSQLite(ctx, rtx)
 	if err != nil {
 		return nil, errs.New(errs.Internal, "counting the embedded store: %v", err)

@@ -21,8 +21,6 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/engine"
-	"github.com/handoff-run/handoff/errs"
-	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -210,6 +208,65 @@ func (s *watchStore) committedAt(evs []store.Event) []store.Event {
 // and finishes each one, and the run ends when every job is done and the
 // outbox is empty.
 func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
+	if err := o.setDefaults(); err != nil {
+		return nil, err
+	}
+	n := o.Jobs
+	r := newJobsRun(n)
+	inner, storeName, cleanup, err := openStore(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	st := &watchStore{Store: inner, committed: map[int64]time.Time{}, done: r.done}
+	e, stop, err := startJobs(ctx, st, o, r.delivered)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+
+	owner := engine.Actor{User: jobsOwner, Path: "cli"}
+	cpu0 := cpuTime()
+	start := time.Now()
+	wait := r.putJobs(ctx, e, o, owner, start)
+	stopProgress := progress(o.Progress, n, &r.next, &r.finished)
+	if err := wait(); err != nil {
+		stopProgress()
+		return nil, err
+	}
+	select {
+	case <-r.allDone:
+	case <-time.After(o.Timeout):
+	case <-ctx.Done():
+	}
+	stopProgress()
+	cpu, cpuWall := cpuTime()-cpu0, time.Since(start)
+	end := r.end()
+	// Let the outbox drain (the done revisions' own events), so the
+	// check below sees the final ledger.
+	left, err := drain(ctx, e, jobsAdmin, 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+
+	res := &JobsResult{Store: storeName, Handlers: o.Handlers, Jobs: n, Rate: o.Rate, Concurrency: o.Concurrency, GOMAXPROCS: runtime.GOMAXPROCS(0), WorkSeconds: o.Work.Seconds(),
+		Events: left, PutRetries: int(r.retries.Load())}
+	res.WallSeconds = end.Sub(start).Seconds()
+	res.JobsPerSec = float64(r.finished.Load()) / res.WallSeconds
+	res.CPUMsPerJob = ms(cpu) / float64(n)
+	res.CPUCores = cpu.Seconds() / cpuWall.Seconds()
+	r.latencies(res)
+	if err := checkLedger(ctx, e, owner, n, res); err != nil {
+		return nil, err
+	}
+	// The commit hook must tell the same story as the ledger.
+	res.DoneTwice = max(res.DoneTwice, r.doneTwice())
+	res.OK = res.Done == n && res.DoneTwice == 0 && res.NotDone == 0
+	return res, nil
+}
+
+// setDefaults fills in the options left zero and checks the others.
+func (o *JobsOptions) setDefaults() error {
 	if o.Jobs <= 0 {
 		o.Jobs = 5000
 	}
@@ -217,7 +274,7 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 		o.Concurrency = 16
 	}
 	if o.Rate < 0 {
-		return nil, errors.New("rate must be 0 (as fast as possible) or more")
+		return errors.New("rate must be 0 (as fast as possible) or more")
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = time.Minute + time.Duration(o.Jobs)*(10*time.Millisecond+o.Work)
@@ -230,150 +287,9 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 		o.Handlers = HandlersJS
 	case HandlersJS, HandlersGo:
 	default:
-		return nil, fmt.Errorf("handlers must be %q or %q, not %q", HandlersJS, HandlersGo, o.Handlers)
+		return fmt.Errorf("handlers must be %q or %q, not %q", HandlersJS, HandlersGo, o.Handlers)
 	}
-
-	// Times are kept per job, by the number in its id.
-	n := o.Jobs
-	putDone := make([]time.Time, n)   // the put returned
-	doneAt := make([]atomic.Int64, n) // the done revision committed (unix ns)
-	doneCount := make([]atomic.Int32, n)
-	var finished atomic.Int64
-	allDone := make(chan struct{})
-	var deliveryMu sync.Mutex
-	delivery := make([]time.Duration, 0, n) // a job's pending commit
-
-	inner, storeName, cleanup, err := openStore(ctx, o)
-	if err != nil {
-		return nil, err
-	}
-	defer cleanup()
-	st := &watchStore{Store: inner, committed: map[int64]time.Time{}, done: func(id string, at time.Time) {
-		i, ok := jobIndex(id, n)
-		if !ok {
-			return
-		}
-		if doneCount[i].Add(1) == 1 {
-			doneAt[i].Store(at.UnixNano())
-			if finished.Add(1) == int64(n) {
-				close(allDone)
-			}
-		}
-	}}
-	e, stop, err := startJobs(ctx, st, o, func(wait time.Duration) {
-		deliveryMu.Lock()
-		delivery = append(delivery, wait)
-		deliveryMu.Unlock()
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
-
-	// The clients: each takes the next job number when it is due and
-	// puts the job as the owner, through access.js, like `handoff db put`.
-	owner := engine.Actor{User: jobsOwner, Path: "cli"}
-	var next, retries atomic.Int64
-	putLat := make([]time.Duration, n)
-	errc := make(chan error, o.Concurrency)
-	cpu0 := cpuTime()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range o.Concurrency {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if o.Rate > 0 {
-					due := start.Add(time.Duration(float64(i) / o.Rate * float64(time.Second)))
-					if d := time.Until(due); d > 0 {
-						time.Sleep(d)
-					}
-				}
-				body := fmt.Appendf(nil, `{"kind":"job","status":"pending","attempts":0,"input":"bench job number %d: count these words"`, i)
-				if o.Work > 0 {
-					body = fmt.Appendf(body, `,"delayMs":%d`, o.Work.Milliseconds())
-				}
-				body = append(body, '}')
-				t0 := time.Now()
-				_, err := e.Put(ctx, owner, jobsApp, jobsDB, jobID(i), body, appcode.PutOptions{})
-				// A put refused before its commit because the machine
-				// stalled (access.js past its deadline, overload) is
-				// tried again, and counted.
-				for try := 1; try < maxPutTries && (errs.Is(err, errs.AccessError) || errs.Is(err, errs.Unavailable)); try++ {
-					retries.Add(1)
-					_, err = e.Put(ctx, owner, jobsApp, jobsDB, jobID(i), body, appcode.PutOptions{})
-				}
-				if err != nil {
-					errc <- fmt.Errorf("putting %s: %w", jobID(i), err)
-					return
-				}
-				t1 := time.Now()
-				putLat[i], putDone[i] = t1.Sub(t0), t1
-			}
-		})
-	}
-	stopProgress := progress(o.Progress, n, &next, &finished)
-	wg.Wait()
-	close(errc)
-	if err := <-errc; err != nil {
-		stopProgress()
-		return nil, err
-	}
-	select {
-	case <-allDone:
-	case <-time.After(o.Timeout):
-	case <-ctx.Done():
-	}
-	stopProgress()
-	cpu, cpuWall := cpuTime()-cpu0, time.Since(start)
-	end := time.Now()
-	if finished.Load() == int64(n) {
-		var last int64
-		for i := range doneAt {
-			last = max(last, doneAt[i].Load())
-		}
-		end = time.Unix(0, last)
-	}
-	// Let the outbox drain (the done revisions' own events), so the
-	// check below sees the final ledger.
-	left, err := drain(ctx, e, jobsAdmin, 30*time.Second)
-	if err != nil {
-		return nil, err
-	}
-
-	res := &JobsResult{Store: storeName, Handlers: o.Handlers, Jobs: n, Rate: o.Rate, Concurrency: o.Concurrency, GOMAXPROCS: runtime.GOMAXPROCS(0), WorkSeconds: o.Work.Seconds(),
-		Events: left, PutRetries: int(retries.Load())}
-	res.WallSeconds = end.Sub(start).Seconds()
-	res.JobsPerSec = float64(finished.Load()) / res.WallSeconds
-	res.CPUMsPerJob = ms(cpu) / float64(n)
-	res.CPUCores = cpu.Seconds() / cpuWall.Seconds()
-	deliveryMu.Lock()
-	res.Delivery = summarize(delivery)
-	deliveryMu.Unlock()
-	jobLat := make([]time.Duration, 0, n)
-	for i := range n {
-		if at := doneAt[i].Load(); at != 0 && !putDone[i].IsZero() {
-			jobLat = append(jobLat, max(0, time.Unix(0, at).Sub(putDone[i])))
-		}
-	}
-	res.Job = summarize(jobLat)
-	res.Put = summarize(putLat)
-	if err := checkLedger(ctx, e, owner, n, res); err != nil {
-		return nil, err
-	}
-	// The commit hook must tell the same story as the ledger.
-	twice := 0
-	for i := range n {
-		if doneCount[i].Load() > 1 {
-			twice++
-		}
-	}
-	res.DoneTwice = max(res.DoneTwice, twice)
-	res.OK = res.Done == n && res.DoneTwice == 0 && res.NotDone == 0
-	return res, nil
+	return nil
 }
 
 func jobID(i int) string { return fmt.Sprintf("%s%07d", jobPrefix, i) }

@@ -278,19 +278,60 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 	}
 	defer conn.Release()
 	c := conn.Conn()
-	defer func() {
-		if st := c.PgConn().TxStatus(); st != 'I' && !c.IsClosed() {
-			// A refused or failed batch: end its transaction here rather
-			// than have the pool throw the connection away.
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			if _, rerr := c.Exec(rctx, "ROLLBACK"); rerr != nil {
-				c.Close(rctx)
-			}
-			cancel()
-		}
-	}()
+	defer endTx(ctx, c)
 
 	// Round trip 1: lock every head of the batch and read their grants.
+	keys, states := batchDocs(batch)
+	if err := c.SendBatch(ctx, queueLocks(app, keys, states)).Close(); err != nil {
+		return true, err
+	}
+	accepted, grantWrites := checkWrites(batch, states, results)
+	grants := &pgx.Batch{}
+	grantsMoved := queueGrants(grants, app, keys, states)
+	if len(accepted) == 0 {
+		for _, k := range keys {
+			s.hints.drop(hintKey{app, k.db, k.id}) // their heads moved
+		}
+		return false, nil
+	}
+
+	// Round trip 2: take the seqs, write everything, commit, announce.
+	t := s.queueWrites(app, batch, accepted, keys, states, grants)
+	if retry, err = t.send(ctx, c); err != nil {
+		return retry, err
+	}
+	// A lost announcement only delays other nodes until their next poll.
+	for _, k := range t.newDBs {
+		s.dbs.Store(k, struct{}{})
+	}
+	for _, i := range accepted {
+		batch[i].w.GrantsChanged = false
+	}
+	for _, i := range grantWrites {
+		batch[i].w.GrantsChanged = *grantsMoved
+	}
+	for j, i := range accepted {
+		results[i] = commitRes{seq: t.last - t.n + int64(j) + 1}
+	}
+	s.hintHeads(app, batch, accepted, keys, states, t.last)
+	return false, nil
+}
+
+// endTx ends the transaction of a refused or failed batch here rather
+// than have the pool throw the connection away.
+func endTx(ctx context.Context, c *pgx.Conn) {
+	if st := c.PgConn().TxStatus(); st != 'I' && !c.IsClosed() {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if _, rerr := c.Exec(rctx, "ROLLBACK"); rerr != nil {
+			c.Close(rctx)
+		}
+		cancel()
+	}
+}
+
+// batchDocs lists the documents batch writes, sorted, each with a state
+// to hold its head.
+func batchDocs(batch []*commitReq) ([]docKey, map[docKey]*docState) {
 	states := map[docKey]*docState{}
 	var keys []docKey
 	for _, r := range batch {
@@ -301,6 +342,13 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 		}
 	}
 	slices.SortFunc(keys, docKey.less)
+	return keys, states
+}
+
+// queueLocks opens the batch's transaction and queues, database by
+// database, the locking read of its heads and the read of their grants
+// into states.
+func queueLocks(app int64, keys []docKey, states map[docKey]*docState) *pgx.Batch {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(sqlGenericPlans)
@@ -343,13 +391,14 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 			return rows.Err()
 		})
 	}
-	if err := c.SendBatch(ctx, b).Close(); err != nil {
-		return true, err
-	}
+	return b
+}
 
-	// Check each write against its head, earlier writes of the batch
-	// included, and note the writes that change their document's grants.
-	var accepted, grantWrites []int
+// checkWrites checks each write against its head, earlier writes of the
+// batch included, and notes the writes that change their document's
+// grants. It refuses the others in results and returns the indexes in
+// batch of both, in batch order.
+func checkWrites(batch []*commitReq, states map[docKey]*docState, results []commitRes) (accepted, grantWrites []int) {
 	for _, st := range states {
 		st.dbGrants = st.grants
 	}
@@ -371,63 +420,71 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 		}
 		st.grants, st.hasGrants = grants, len(grants) > 0
 	}
-	b = &pgx.Batch{}
-	grantsMoved := queueGrants(b, app, keys, states)
-	if len(accepted) == 0 {
-		for _, k := range keys {
-			s.hints.drop(hintKey{app, k.db, k.id}) // their heads moved
-		}
-		return false, nil
-	}
+	return accepted, grantWrites
+}
 
-	// Round trip 2: take the seqs, write everything, commit, announce.
-	n := int64(len(accepted))
-	var last int64
-	rt2 := &pgx.Batch{}
-	rt2.Queue(sqlNextSeqs, app, n).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&last)
+// writeTrip is the second round trip of a batch: the statements that
+// write its accepted writes, and what their callbacks learn as it runs.
+type writeTrip struct {
+	b         *pgx.Batch
+	n         int64   // the accepted writes
+	last      int64   // the batch's last seq, once taken
+	committed bool    // COMMIT succeeded
+	newDBs    []dbKey // databases the batch creates
+}
+
+// queueWrites queues the second round trip: take the seqs, write the
+// databases, ledger, heads, grants and events, commit, announce.
+func (s *Store) queueWrites(app int64, batch []*commitReq, accepted []int, keys []docKey, states map[docKey]*docState, grants *pgx.Batch) *writeTrip {
+	t := &writeTrip{b: &pgx.Batch{}, n: int64(len(accepted))}
+	t.b.Queue(sqlNextSeqs, app, t.n).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&t.last)
 		if noRows(err) {
 			return fmt.Errorf("app %d: %w", app, store.ErrNotFound)
 		}
 		return err
 	})
-	var newDBs []dbKey
 	for _, i := range accepted {
 		k := dbKey{app, batch[i].w.DB}
-		if _, ok := s.dbs.Load(k); !ok && !slices.Contains(newDBs, k) {
-			newDBs = append(newDBs, k)
-			rt2.Queue(sqlAddDB, app, k.db)
+		if _, ok := s.dbs.Load(k); !ok && !slices.Contains(t.newDBs, k) {
+			t.newDBs = append(t.newDBs, k)
+			t.b.Queue(sqlAddDB, app, k.db)
 		}
 	}
-	queueLedger(rt2, app, n, batch, accepted)
-	queueHeads(rt2, app, n, batch, accepted, keys, states)
-	rt2.QueuedQueries = append(rt2.QueuedQueries, b.QueuedQueries...)
-	queueEvents(rt2, app, n, batch, accepted)
-	committed := false
-	rt2.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
+	queueLedger(t.b, app, t.n, batch, accepted)
+	queueHeads(t.b, app, t.n, batch, accepted, keys, states)
+	t.b.QueuedQueries = append(t.b.QueuedQueries, grants.QueuedQueries...)
+	queueEvents(t.b, app, t.n, batch, accepted)
+	t.b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
 		if ct.String() != "COMMIT" {
-			return fmt.Errorf("commit of %d writes ended in %s", n, ct)
+			return fmt.Errorf("commit of %d writes ended in %s", t.n, ct)
 		}
-		committed = true
+		t.committed = true
 		return nil
 	})
 	// The announcement runs after COMMIT, in its own transaction: it is
 	// sent only once the writes are durable, and it does not hold
 	// PostgreSQL's cluster-wide NOTIFY lock across the WAL flush, which
 	// would serialise every commit of every app.
-	rt2.Queue(sqlNotify, app)
+	t.b.Queue(sqlNotify, app)
+	return t
+}
+
+// send runs the trip on c. An error means the batch did not commit, or
+// may not have: retry reports that it surely did not.
+func (t *writeTrip) send(ctx context.Context, c *pgx.Conn) (retry bool, err error) {
 	// Once sent the batch may commit: wait for the answer whatever
 	// happens to the callers.
-	err = c.SendBatch(ctx, rt2).Close()
+	err = c.SendBatch(ctx, t.b).Close()
 	var pe *pgconn.PgError
 	refused := errors.As(err, &pe) // by the server, not by a callback here
 	idle := !c.IsClosed() && c.PgConn().TxStatus() == 'I'
-	if err != nil && !committed && last > 0 && idle && !refused {
+	if err != nil && !t.committed && t.last > 0 && idle && !refused {
 		// The pipeline stopped reading early, but the transaction ended
 		// without failing: only COMMIT ends it so.
-		committed = true
+		t.committed = true
 	}
-	if err != nil && !committed {
+	if err != nil && !t.committed {
 		// A failed statement aborts the transaction, which then cannot
 		// commit; so does a COMMIT the server refused (a deferred check
 		// failed), which leaves the connection idle. A lost connection
@@ -438,19 +495,14 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 		}
 		return aborted, err
 	}
-	// A lost announcement only delays other nodes until their next poll.
-	for _, k := range newDBs {
-		s.dbs.Store(k, struct{}{})
-	}
-	for _, i := range accepted {
-		batch[i].w.GrantsChanged = false
-	}
-	for _, i := range grantWrites {
-		batch[i].w.GrantsChanged = *grantsMoved
-	}
-	for j, i := range accepted {
-		results[i] = commitRes{seq: last - n + int64(j) + 1}
-	}
+	return false, nil
+}
+
+// hintHeads remembers the head each document of a committed batch now
+// has (last is the batch's last seq), and forgets those whose every write
+// was refused: their heads moved.
+func (s *Store) hintHeads(app int64, batch []*commitReq, accepted []int, keys []docKey, states map[docKey]*docState, last int64) {
+	n := int64(len(accepted))
 	for _, k := range keys {
 		hk := hintKey{app, k.db, k.id}
 		if st := states[k]; st.last >= 0 {
@@ -459,5 +511,4 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 			s.hints.drop(hk) // every write to it was refused: its head moved
 		}
 	}
-	return false, nil
 }
