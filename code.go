@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/engine"
 	"github.com/handoff-run/handoff/store"
 )
 

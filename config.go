@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/engine"
 )
 
 // Checking an App at open refuses what access.js and backend.js's config

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/clock"
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/engine"
 	"github.com/handoff-run/handoff/internal/enginehook"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/sqlite"

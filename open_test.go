@@ -5,10 +5,10 @@ import (
 	"testing"
 
 	"github.com/handoff-run/handoff"
-	"github.com/handoff-run/handoff/access"
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/engine"
 	"github.com/handoff-run/handoff/internal/enginehook"
 	"github.com/handoff-run/handoff/store/sqlite"
 )

@@ -18,8 +18,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/handoff-run/handoff/auth"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/auth"
 )
 
 // DefaultServer is where the CLI looks for a server when neither a flag

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/access"
 	"github.com/handoff-run/handoff/client"
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
-	"github.com/handoff-run/handoff/server"
+	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/server"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 

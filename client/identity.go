@@ -7,8 +7,8 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/handoff-run/handoff/auth"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/auth"
 )
 
 // Device is a registered device credential as the API shows it.

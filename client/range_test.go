@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/handoff-run/handoff/client"
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
-	"github.com/handoff-run/handoff/server"
+	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/server"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/handoff-run/handoff/client"
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/engine"
 )
 
 // TestAgainstTheRealServer runs the client against the real HTTP API on a

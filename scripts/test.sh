@@ -15,7 +15,7 @@ go vet ./...
 go test -race -count=1 -timeout 20m ./...
 # Memory bombs do not run under the race detector (its shadow memory does
 # not survive them): run the JS budget tests once more without it.
-go test -count=1 -timeout 10m ./access ./jsvm
-go test ./engine -run '^$' -fuzz '^FuzzDocument$' -fuzztime "${FUZZTIME:-10s}"
-go test ./server -run '^$' -fuzz '^FuzzHTTP$' -fuzztime "${FUZZTIME:-10s}"
+go test -count=1 -timeout 10m ./internal/access ./internal/jsvm
+go test ./internal/engine -run '^$' -fuzz '^FuzzDocument$' -fuzztime "${FUZZTIME:-10s}"
+go test ./internal/server -run '^$' -fuzz '^FuzzHTTP$' -fuzztime "${FUZZTIME:-10s}"
 echo "all checks passed"

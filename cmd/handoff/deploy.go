@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/handoff-run/handoff/appdir"
 	"github.com/handoff-run/handoff/client"
+	"github.com/handoff-run/handoff/internal/appdir"
 )
 
 func (c *cli) deployCmd() *cobra.Command {

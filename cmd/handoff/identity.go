@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/handoff-run/handoff/auth"
 	"github.com/handoff-run/handoff/client"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/auth"
 )
 
 // identityCmds are device, login and secret.

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/handoff-run/handoff/appdir"
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appdir"
+	"github.com/handoff-run/handoff/internal/engine"
 )
 
 // mountPoll is how often a mounted folder is checked for edits.

@@ -14,12 +14,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/handoff-run/handoff/access"
-	"github.com/handoff-run/handoff/backend"
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
-	"github.com/handoff-run/handoff/jsvm"
-	"github.com/handoff-run/handoff/server"
+	"github.com/handoff-run/handoff/internal/access"
+	"github.com/handoff-run/handoff/internal/backend"
+	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsvm"
+	"github.com/handoff-run/handoff/internal/server"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/postgres"
 	"github.com/handoff-run/handoff/store/sqlite"

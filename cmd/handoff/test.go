@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/handoff-run/handoff/appdir"
+	"github.com/handoff-run/handoff/internal/appdir"
 	"github.com/handoff-run/handoff/internal/jstest"
 )
 

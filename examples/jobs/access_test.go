@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/access"
 	"github.com/handoff-run/handoff/clock"
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/engine"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/engine"
 	"github.com/handoff-run/handoff/internal/sim"
 	"github.com/handoff-run/handoff/store"
 )

@@ -16,14 +16,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/handoff-run/handoff/access"
-	"github.com/handoff-run/handoff/appdir"
-	"github.com/handoff-run/handoff/backend"
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/appdir"
+	"github.com/handoff-run/handoff/internal/backend"
+	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/server"
 	"github.com/handoff-run/handoff/internal/testenv"
-	"github.com/handoff-run/handoff/server"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff"
-	"github.com/handoff-run/handoff/access"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/examples"
+	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )

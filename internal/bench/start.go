@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff"
-	"github.com/handoff-run/handoff/access"
-	"github.com/handoff-run/handoff/backend"
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/examples"
+	"github.com/handoff-run/handoff/internal/access"
+	"github.com/handoff-run/handoff/internal/backend"
+	"github.com/handoff-run/handoff/internal/engine"
 	"github.com/handoff-run/handoff/internal/enginehook"
 	"github.com/handoff-run/handoff/store"
 )

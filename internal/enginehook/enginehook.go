@@ -5,7 +5,7 @@
 // (the outbox, the ledger) to check a run.
 package enginehook
 
-import "github.com/handoff-run/handoff/engine"
+import "github.com/handoff-run/handoff/internal/engine"
 
 // Engine returns the engine of a *handoff.Instance. Package handoff sets
 // it; it takes any because this package cannot import that one.

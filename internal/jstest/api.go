@@ -13,11 +13,11 @@ import (
 
 	"github.com/dop251/goja"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsvm"
 	"github.com/handoff-run/handoff/internal/sim"
-	"github.com/handoff-run/handoff/jsvm"
 )
 
 //go:embed prelude.js

@@ -13,9 +13,9 @@ import (
 
 	"github.com/dop251/goja"
 
-	"github.com/handoff-run/handoff/appdir"
+	"github.com/handoff-run/handoff/internal/appdir"
+	"github.com/handoff-run/handoff/internal/jsvm"
 	"github.com/handoff-run/handoff/internal/sim"
-	"github.com/handoff-run/handoff/jsvm"
 )
 
 // The app every test runs: its owner is who t.owner acts as.

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/handoff-run/handoff/appdir"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appdir"
 )
 
 // TestSuffix marks a test file.

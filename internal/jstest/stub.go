@@ -10,7 +10,7 @@ import (
 
 	"github.com/dop251/goja"
 
-	"github.com/handoff-run/handoff/jsvm"
+	"github.com/handoff-run/handoff/internal/jsvm"
 )
 
 // stubTransport carries the handlers' outbound fetch in a test: to the

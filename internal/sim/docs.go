@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/engine"
 )
 
 // Documents, and what the app did with them: the ledger, logs, events

@@ -27,12 +27,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/handoff-run/handoff/access"
-	"github.com/handoff-run/handoff/appdir"
-	"github.com/handoff-run/handoff/backend"
 	"github.com/handoff-run/handoff/clock"
-	"github.com/handoff-run/handoff/engine"
+	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/appdir"
+	"github.com/handoff-run/handoff/internal/backend"
+	"github.com/handoff-run/handoff/internal/engine"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/engine"
 )
 
 // engineTests check the engine's semantics on top of the store.

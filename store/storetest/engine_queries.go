@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/engine"
 )
 
 func (e *env) queryIDs(app, db, field, key string) []string {

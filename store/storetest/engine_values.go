@@ -11,10 +11,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/handoff-run/handoff/auth"
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/auth"
+	"github.com/handoff-run/handoff/internal/engine"
 )
 
 // testEngineDeepDocuments: a document the engine accepts must not break

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/engine"
 )
 
 // rangeCases query queryCorpus by range and prefix: numbers before

@@ -40,9 +40,9 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/clock"
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/engine"
 	"github.com/handoff-run/handoff/store"
 )
 

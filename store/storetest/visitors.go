@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/auth"
-	"github.com/handoff-run/handoff/engine"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/auth"
+	"github.com/handoff-run/handoff/internal/engine"
 	"github.com/handoff-run/handoff/store"
 )
 

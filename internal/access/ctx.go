@@ -1,0 +1,93 @@
+package access
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/dop251/goja"
+
+	"github.com/handoff-run/handoff/internal/jsvm"
+)
+
+// ctxGlobal names the frozen ctx object made once per runtime. It is a
+// global only so Check can find it; its functions read Go-side state, so
+// replacing or editing it from user code changes nothing but that code's
+// own view.
+const ctxGlobal = "__handoffAccessCtx"
+
+// setup installs ctx's checks in a new runtime. Each check throws
+// {forbidden: reason}, exactly as a user's own refusal does.
+func (f *Func) setup(vm *jsvm.VM) error {
+	st := f.state(vm)
+
+	deny := func(format string, args ...any) {
+		o := vm.NewObject()
+		o.Set("forbidden", fmt.Sprintf(format, args...))
+		panic(vm.ToValue(o))
+	}
+	names := func(call goja.FunctionCall, what string) []string {
+		arg := call.Argument(0)
+		var out []string
+		switch x := arg.Export().(type) {
+		case string:
+			out = []string{x}
+		case []any:
+			for _, v := range x {
+				out = append(out, fmt.Sprint(v))
+			}
+		default:
+			panic(vm.NewTypeError("%s takes a %s name or an array of them", what, what))
+		}
+		return out
+	}
+	ctx := vm.NewObject()
+	ctx.Set("requireBackend", func(call goja.FunctionCall) goja.Value {
+		want := names(call, "handler")
+		if st.in == nil || st.in.Handler == "" || !slices.Contains(want, string(st.in.Handler)) {
+			deny("only the backend's %s handler may make this change", strings.Join(want, " or "))
+		}
+		return goja.Undefined()
+	})
+	ctx.Set("requireUser", func(call goja.FunctionCall) goja.Value {
+		want := names(call, "user")
+		if st.in == nil || st.in.User == nil || !slices.Contains(want, st.in.User.ID) {
+			deny("only user %s may make this change", strings.Join(want, " or "))
+		}
+		return goja.Undefined()
+	})
+	ctx.Set("requireRole", func(call goja.FunctionCall) goja.Value {
+		want := names(call, "role")
+		if st.in == nil || st.in.User == nil || !slices.ContainsFunc(want, func(r string) bool { return slices.Contains(st.in.User.Roles, r) }) {
+			deny("this change needs the role %s", strings.Join(want, " or "))
+		}
+		return goja.Undefined()
+	})
+	ctx.Set("requireAccess", func(call goja.FunctionCall) goja.Value {
+		want := names(call, "channel")
+		if st.in == nil || st.in.User == nil {
+			deny("this change needs access to channel %s; sign in", strings.Join(want, " or "))
+		}
+		if st.in.User.IsOwner {
+			return goja.Undefined()
+		}
+		for _, c := range want {
+			if st.in.ReadChannels[c] {
+				return goja.Undefined()
+			}
+		}
+		deny("this change needs access to channel %s", strings.Join(want, " or "))
+		return goja.Undefined()
+	})
+	ctx.Set("requireOwner", func(call goja.FunctionCall) goja.Value {
+		if st.in == nil || st.in.User == nil || !st.in.User.IsOwner {
+			deny("only the app's owner may make this change")
+		}
+		return goja.Undefined()
+	})
+	freeze, _ := goja.AssertFunction(vm.Get("Object").ToObject(vm.Runtime).Get("freeze"))
+	if _, err := freeze(goja.Undefined(), ctx); err != nil {
+		return err
+	}
+	return vm.Set(ctxGlobal, ctx)
+}

@@ -1,0 +1,89 @@
+package backend_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/handoff-run/handoff/examples"
+	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/backend"
+)
+
+// BenchmarkOnChange measures the per-event overhead of running onChange:
+// borrowing a runtime, arming the run limit, building the event (with a
+// small document) and waiting for the handler's promise. The handler
+// returns at once, so the number is the cost the platform adds to every
+// event. It runs on real time (no virtual clock), as in production.
+//
+//	go test -run '^$' -bench OnChange -benchmem ./backend
+func BenchmarkOnChange(b *testing.B) {
+	c := backend.New(backend.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	be, err := c.CompileBackend("backend.js", `export async function onChange(event, ctx) {
+  if (event.doc.status !== "pending") return
+}`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	ev := appcode.ChangeEvent{DB: "jobs", DocID: "j1", Seq: 1, Attempt: 1,
+		Doc: json.RawMessage(`{"_id":"j1","_rev":"1-abc","type":"job","status":"done","input":"cat.png","attempts":1}`)}
+	hc := newFake()
+	ctx := context.Background()
+	b.Run("serial", func(b *testing.B) {
+		for b.Loop() {
+			if err := be.OnChange(ctx, ev, hc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := be.OnChange(ctx, ev, hc); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// instantHC answers every write at once with a new rev and no other work,
+// so a benchmark over it times only the handler's JavaScript and the
+// bindings around it.
+type instantHC struct{ *fakeHC }
+
+func (instantHC) Put(_ context.Context, db, id string, _ json.RawMessage, _ appcode.PutOptions) (appcode.WriteResult, error) {
+	return appcode.WriteResult{ID: id, Rev: "2-b"}, nil
+}
+
+// BenchmarkJobsOnChange runs examples/jobs' onChange on the event of a
+// new pending job: the claim, the work and the finish, with writes that
+// return at once. It is the JavaScript a job costs: its other commits get
+// no event (config.onChange.when).
+//
+//	go test -run '^$' -bench JobsOnChange -benchmem ./backend
+func BenchmarkJobsOnChange(b *testing.B) {
+	src, err := examples.Jobs.ReadFile("jobs/backend.js")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := backend.New(backend.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	be, err := c.CompileBackend("backend.js", string(src))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	ev := appcode.ChangeEvent{DB: "jobs", DocID: "job-1", Seq: 1, Attempt: 1,
+		Doc: json.RawMessage(`{"_id":"job-1","_rev":"1-a","kind":"job","status":"pending","input":"resize cat.png to 200 px","attempts":0}`)}
+	hc := instantHC{newFake()}
+	ctx := context.Background()
+	for b.Loop() {
+		if err := be.OnChange(ctx, ev, hc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

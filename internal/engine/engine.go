@@ -1,0 +1,260 @@
+// Package engine is the heart of handoff: the write path (validate, read
+// the head, check ifRev, decide, commit), reads filtered by who asks, and
+// identity. It knows the store.Store interface, never a database, and
+// nothing of HTTP.
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/handoff-run/handoff/clock"
+	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/auth"
+	"github.com/handoff-run/handoff/store"
+)
+
+// DefaultMaxDocBytes is the default size limit of one document (1 MiB).
+const DefaultMaxDocBytes = 1 << 20
+
+// Options configure an Engine. Zero values pick the defaults.
+type Options struct {
+	Clock       clock.Clock
+	MaxDocBytes int
+	Logger      *slog.Logger
+	// Runtime runs app code; nil means deployed code is refused and every
+	// database follows the default rule.
+	Runtime appcode.Runtime
+	// Backends compiles backend.js; nil means handlers never run here
+	// (their events wait in the outbox).
+	Backends appcode.BackendCompiler
+	// SecretKey seals app secrets at rest (32 bytes); without it secrets
+	// are refused.
+	SecretKey []byte
+	// OnDelivery, when set, is told how long each onChange event waited
+	// from its commit to the start of its run (for benchmarks).
+	OnDelivery func(wait time.Duration)
+	// PollEvery is how often each app's deliverer looks for due events
+	// when nothing woke it (default 2 s), a safety net under the
+	// wake-ups. Tests set it long, so a missing wake-up shows.
+	PollEvery time.Duration
+}
+
+// Engine serves every read and write of every app on one Store.
+type Engine struct {
+	st       store.Store
+	caps     store.Capabilities // st.Capabilities(), read once
+	clock    clock.Clock
+	maxDoc   int
+	log      *slog.Logger
+	rt       appcode.Runtime
+	backends appcode.BackendCompiler
+	observe  func(time.Duration)
+	poll     time.Duration
+
+	// runner delivers events and ticks schedules once Start is called.
+	runner *runner
+	// live is runner for the store's callbacks, which run on the store's
+	// goroutines and may come before Start.
+	live atomic.Pointer[runner]
+	// loopStopped counts, per app, the committed writes whose onChange the
+	// loop guard held back since this engine started.
+	loopMu      sync.Mutex
+	loopStopped map[int64]int64
+	// fanOut is the budget of each chain of onChange writes (fanout.go).
+	fanOut fanOut
+	// activity counts commits, claims, handler runs and ticks, so a test on
+	// a virtual clock can tell when everything has come to rest.
+	activity atomic.Uint64
+
+	// apps caches resolved apps and their members: every request names an
+	// app, and reading it from the store each time would double the cost
+	// of a get. Entries are dropped when this engine changes them, and
+	// when the store says another node did (store.AppWatcher).
+	mu   sync.RWMutex
+	apps map[string]*appState
+	// gen moves whenever cached app state or secrets are dropped, so a
+	// load that read the store before cannot put its stale copy back.
+	gen atomic.Uint64
+	// fresh holds code compiled by Deploy, or by a load before a change
+	// of settings, until the app is loaded again; the load takes it if
+	// its version is still the active one.
+	fresh sync.Map // app ID -> *appCode
+	// feeds fans commits out to live subscribers.
+	feeds feedHub
+	// replays remembers device tokens already used.
+	replays auth.Replays
+	// secrets caches each app's opened secrets for its handlers.
+	secrets   sync.Map // app ID -> map[string]string
+	secretKey []byte
+	// node names this engine among the nodes sharing a database.
+	node string
+}
+
+type appState struct {
+	store.App
+	roles  map[string][]string // user -> member roles
+	code   *appCode
+	grants grantCache
+}
+
+// New returns an engine over st.
+func New(st store.Store, o Options) *Engine {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.MaxDocBytes <= 0 {
+		o.MaxDocBytes = DefaultMaxDocBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	e := &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, rt: o.Runtime,
+		backends: o.Backends, observe: o.OnDelivery, poll: o.PollEvery, secretKey: o.SecretKey, apps: map[string]*appState{}}
+	e.node = mintID(e.clock.Now())
+	e.caps = st.Capabilities()
+	if gw := e.caps.Grants; gw != nil {
+		gw.WatchGrants(e.grantsChanged)
+	}
+	if aw := e.caps.Apps; aw != nil {
+		aw.WatchApps(e.appChanged)
+	}
+	st.Watch(e.notify)
+	return e
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() store.Store { return e.st }
+
+// Clock returns the engine's clock.
+func (e *Engine) Clock() clock.Clock { return e.clock }
+
+// MaxDocBytes is the size limit of one document.
+func (e *Engine) MaxDocBytes() int { return e.maxDoc }
+
+// app resolves "owner/name" to its state, from the cache or the store.
+func (e *Engine) app(ctx context.Context, ref string) (*appState, error) {
+	e.mu.RLock()
+	st := e.apps[ref]
+	e.mu.RUnlock()
+	if st != nil {
+		return st, nil
+	}
+	owner, name, err := ParseAppRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	gen := e.gen.Load()
+	a, err := e.st.App(ctx, owner, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errs.New(errs.NotFound, "app %q does not exist; create it with `handoff app create %s`", ref, ref)
+	}
+	if err != nil {
+		return nil, internal(err)
+	}
+	members, err := e.st.Members(ctx, a.ID)
+	if err != nil {
+		return nil, internal(err)
+	}
+	st = &appState{App: *a, roles: map[string][]string{}}
+	for _, m := range members {
+		st.roles[m.User] = append(st.roles[m.User], m.Role)
+	}
+	if st.code, err = e.loadCode(ctx, a.ID, ref); err != nil {
+		return nil, err
+	}
+	// Code that failed to load is not kept: the failure may be passing
+	// (a load cut short under memory pressure), so the next call tries
+	// again instead of refusing writes until the next deploy.
+	if st.code == nil || !st.code.broken {
+		e.mu.Lock()
+		// Keep what a concurrent load cached first: its callers may have
+		// filled its grant cache already.
+		if cur := e.apps[ref]; cur != nil {
+			st = cur
+		} else if e.gen.Load() == gen {
+			e.apps[ref] = st
+		}
+		e.mu.Unlock()
+	}
+	return st, nil
+}
+
+// appChanged is the store's word that an app's settings changed, on this
+// node or another: it drops what this node cached of the app and lets
+// the app's runner pick up its code and schedule. It must not block.
+func (e *Engine) appChanged(appID int64) {
+	e.mu.Lock()
+	e.gen.Add(1)
+	for ref, st := range e.apps {
+		if st.ID == appID {
+			delete(e.apps, ref)
+			// Most changes leave the code as it was: the next load takes
+			// this compiled copy if its version is still the active one.
+			if st.code != nil {
+				e.fresh.LoadOrStore(appID, st.code)
+			}
+		}
+	}
+	e.mu.Unlock()
+	e.secrets.Delete(appID)
+	e.live.Load().changed(appID)
+}
+
+// grantsChanged drops the cached permissions of an app whose live grants
+// a commit just changed; the store calls it before waking followers.
+func (e *Engine) grantsChanged(appID int64) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for _, st := range e.apps {
+		if st.ID == appID {
+			st.grants.clear()
+		}
+	}
+}
+
+// appAs is app for a caller: a device or visitor of another app is refused
+// here, before anything of this app is read or written.
+func (e *Engine) appAs(ctx context.Context, a Actor, ref string) (*appState, error) {
+	if err := a.scoped(ref); err != nil {
+		return nil, err
+	}
+	return e.app(ctx, ref)
+}
+
+func (e *Engine) forgetApp(ref string) {
+	e.mu.Lock()
+	e.gen.Add(1)
+	delete(e.apps, ref)
+	e.mu.Unlock()
+}
+
+// forgetSecrets drops the app's opened secrets.
+func (e *Engine) forgetSecrets(appID int64) {
+	e.gen.Add(1)
+	e.secrets.Delete(appID)
+}
+
+// internal wraps a store failure. The failure's text (SQL, data) is its
+// Detail, for the server's log; neither HTTP clients nor app code see it.
+func internal(err error) error {
+	var ee *errs.Error
+	if errors.As(err, &ee) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return errs.New(errs.Unavailable, "the request was cancelled before it finished: %v; retry it", err)
+	}
+	return &errs.Error{Code: errs.Internal, Detail: err.Error(),
+		Message: "the server's storage failed; retry, and if it persists tell the server's operator"}
+}
+
+// Activity is a counter that moves whenever the engine does something:
+// a commit, an event claimed or settled, a handler run starting or ending,
+// a tick. Tests on a virtual clock advance time only once it stands still.
+func (e *Engine) Activity() uint64 { return e.activity.Load() }
