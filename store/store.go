@@ -383,28 +383,39 @@ type Range struct {
 	From, To []byte
 }
 
+// Claim asks ClaimEvents for events of one app.
+type Claim struct {
+	AppID int64
+	Now   time.Time
+	Limit int
+	// Lease is how long the claimed events are held.
+	Lease time.Duration
+	// Exclusive: the app's events go to one runner at a time.
+	Exclusive bool
+}
+
 // Events is the outbox: onChange events waiting for delivery. A claimed
 // event is leased to the claimer until it is settled or the lease ends, so
 // each delivery goes to one runner at a time.
 type Events interface {
-	// ClaimEvents leases up to limit events of the app that are due
-	// (NextAt <= now), not dead and not leased, lowest seq first, each
+	// ClaimEvents leases up to c.Limit events of the app that are due
+	// (NextAt <= c.Now), not dead and not leased, lowest seq first, each
 	// the earliest live (not dead) event of its document: a document's
 	// next event waits until the one before it is acked or dead, whoever
 	// holds it, so the events of one document run one at a time in
-	// commit order. Fewer than limit means it leased every such event
+	// commit order. Fewer than the limit means it leased every such event
 	// (but those another node was claiming at that moment): callers need
 	// not claim again until something changes.
-	ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]Event, error)
-	// ClaimEventsExclusive is ClaimEvents for an app whose events go to
-	// one runner at a time (onChange concurrency 1, strict commit order):
-	// it leases nothing while any live event of the app is leased and its
-	// lease has not ended, whoever holds it. On a store shared by several
-	// nodes, the check and the lease are one step. It may lease several
-	// events of one document, in seq order, for the caller runs them one
-	// after another; it skips an event of a document with an earlier live
-	// event that is not due yet (a retry backing off).
-	ClaimEventsExclusive(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]Event, error)
+	//
+	// With c.Exclusive the app's events go to one runner at a time
+	// (onChange concurrency 1, strict commit order): it leases nothing
+	// while any live event of the app is leased and its lease has not
+	// ended, whoever holds it. On a store shared by several nodes, the
+	// check and the lease are one step. It may then lease several events
+	// of one document, in seq order, for the caller runs them one after
+	// another; it skips an event of a document with an earlier live event
+	// that is not due yet (a retry backing off).
+	ClaimEvents(ctx context.Context, c Claim) ([]Event, error)
 	// RenewEvents moves the end of the caller's leases of the app's
 	// events seqs to until, for the events it still holds: a claimer
 	// renews the leases of the events it runs or is about to run, so a

@@ -180,13 +180,8 @@ func (s *watchStore) Commit(ctx context.Context, w *store.Write) (int64, error) 
 	return seq, nil
 }
 
-func (s *watchStore) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
-	evs, err := s.Store.ClaimEvents(ctx, appID, now, limit, lease)
-	return s.committedAt(evs), err
-}
-
-func (s *watchStore) ClaimEventsExclusive(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
-	evs, err := s.Store.ClaimEventsExclusive(ctx, appID, now, limit, lease)
+func (s *watchStore) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Event, error) {
+	evs, err := s.Store.ClaimEvents(ctx, c)
 	return s.committedAt(evs), err
 }
 

@@ -132,13 +132,12 @@ func (ar *appRunner) claim(app *appState, be appcode.Backend) (busy bool) {
 		// No more than the free slots take at once: an event claimed
 		// here waits for nothing but its start.
 		want := min(slots, batchSize)
-		claim := e.st.ClaimEvents
 		if exclusive {
 			// Strict commit order: nothing while another node runs an
 			// event; the batch runs in the one slot.
-			want, claim = batchSize, e.st.ClaimEventsExclusive
+			want = batchSize
 		}
-		evs, err := claim(ctx, ar.id, e.clock.Now(), want, eventLease)
+		evs, err := e.st.ClaimEvents(ctx, store.Claim{AppID: ar.id, Now: e.clock.Now(), Limit: want, Lease: eventLease, Exclusive: exclusive})
 		if err != nil {
 			if ctx.Err() == nil { // not just the server stopping
 				e.log.Error("claiming onChange events", "app", ar.ref, "err", err)

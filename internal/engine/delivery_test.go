@@ -178,10 +178,10 @@ type claimCounter struct {
 	calls [][2]int
 }
 
-func (c *claimCounter) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
-	evs, err := c.Store.ClaimEvents(ctx, appID, now, limit, lease)
+func (c *claimCounter) ClaimEvents(ctx context.Context, cl store.Claim) ([]store.Event, error) {
+	evs, err := c.Store.ClaimEvents(ctx, cl)
 	c.mu.Lock()
-	c.calls = append(c.calls, [2]int{limit, len(evs)})
+	c.calls = append(c.calls, [2]int{cl.Limit, len(evs)})
 	c.mu.Unlock()
 	return evs, err
 }

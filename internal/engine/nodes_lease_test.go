@@ -25,11 +25,11 @@ type leaseWatch struct {
 	frozen  *atomic.Bool
 }
 
-func (w leaseWatch) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
+func (w leaseWatch) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Event, error) {
 	if w.frozen.Load() {
 		return nil, nil
 	}
-	evs, err := w.Store.ClaimEvents(ctx, appID, now, limit, lease)
+	evs, err := w.Store.ClaimEvents(ctx, c)
 	for _, ev := range evs {
 		w.claimed.Store(ev.Seq, w.node)
 	}

@@ -115,14 +115,9 @@ type claimsSeen struct {
 	n *atomic.Int64
 }
 
-func (c claimsSeen) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
+func (c claimsSeen) ClaimEvents(ctx context.Context, cl store.Claim) ([]store.Event, error) {
 	defer c.n.Add(1)
-	return c.Store.ClaimEvents(ctx, appID, now, limit, lease)
-}
-
-func (c claimsSeen) ClaimEventsExclusive(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
-	defer c.n.Add(1)
-	return c.Store.ClaimEventsExclusive(ctx, appID, now, limit, lease)
+	return c.Store.ClaimEvents(ctx, cl)
 }
 
 // TestNodesConcurrencyOneKeepsCommitOrder: with onChange concurrency 1,

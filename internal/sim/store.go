@@ -189,13 +189,9 @@ func (s *Store) SetAccessTimeout(ctx context.Context, appID int64, d time.Durati
 
 // Events.
 
-func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
+func (s *Store) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Event, error) {
 	defer s.enter()()
-	return s.Store.ClaimEvents(ctx, appID, now, limit, lease)
-}
-func (s *Store) ClaimEventsExclusive(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
-	defer s.enter()()
-	return s.Store.ClaimEventsExclusive(ctx, appID, now, limit, lease)
+	return s.Store.ClaimEvents(ctx, c)
 }
 func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool, error) {
 	defer s.enter()()

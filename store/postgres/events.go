@@ -84,7 +84,7 @@ var sqlClaim = claimSQL(`
 		AND NOT ` + earlierOfDoc(""))
 
 // sqlClaimExclusive is sqlClaim that picks nothing while any live event
-// of the app is leased (ClaimEventsExclusive). The caller holds the app's
+// of the app is leased (an exclusive ClaimEvents). The caller holds the app's
 // claim lock, so the check and the lease are one step across nodes. It
 // takes a document's due events together, in order, for they run one
 // after another; only an earlier event backing off holds one back.
@@ -110,14 +110,10 @@ const sqlClaimPlan = `SET LOCAL plan_cache_mode = force_custom_plan`
 // means one more delivery (at least once). The deliverer claims one batch
 // after another, so a flush per claim would bound every app's delivery
 // rate by the flush time.
-func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
-	return s.claimEvents(ctx, appID, now, limit, lease, false)
-}
-
-// ClaimEventsExclusive claims only while no node holds a live lease of
-// the app; see store.Events.
-func (s *Store) ClaimEventsExclusive(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
-	return s.claimEvents(ctx, appID, now, limit, lease, true)
+// An exclusive claim leases only while no node holds a live lease of the
+// app; see store.Events.
+func (s *Store) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Event, error) {
+	return s.claimEvents(ctx, c.AppID, c.Now, c.Limit, c.Lease, c.Exclusive)
 }
 
 func (s *Store) claimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration, exclusive bool) ([]store.Event, error) {

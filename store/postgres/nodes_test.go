@@ -143,7 +143,7 @@ func TestClaimsAcrossNodes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				evs, err := st.ClaimEvents(ctx, app, t0, 7, time.Minute)
+				evs, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0, Limit: 7, Lease: time.Minute})
 				if err != nil {
 					errc <- err
 					return
@@ -179,7 +179,7 @@ func TestClaimsAcrossNodes(t *testing.T) {
 	// Leased everywhere: nothing to claim until the leases end, and the
 	// next due time is the end of the leases.
 	for _, st := range []*Store{a, b} {
-		if evs, err := st.ClaimEvents(ctx, app, t0.Add(59*time.Second), 10, time.Minute); err != nil || len(evs) != 0 {
+		if evs, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0.Add(59 * time.Second), Limit: 10, Lease: time.Minute}); err != nil || len(evs) != 0 {
 			t.Fatalf("claim while leased: %v, %v", seqsOf(evs), err)
 		}
 	}
@@ -196,7 +196,7 @@ func TestClaimsAcrossNodes(t *testing.T) {
 		}
 	}
 	slices.Sort(aSeq)
-	evs, err := b.ClaimEvents(ctx, app, later, 5, time.Minute)
+	evs, err := b.ClaimEvents(ctx, store.Claim{AppID: app, Now: later, Limit: 5, Lease: time.Minute})
 	if err != nil || len(evs) != 5 || evs[0].Seq != 1 {
 		t.Fatalf("claim after the leases ended = %v, %v; want 5 events from seq 1", seqsOf(evs), err)
 	}
@@ -205,7 +205,7 @@ func TestClaimsAcrossNodes(t *testing.T) {
 	if err := a.SettleEvent(ctx, app, taken, store.Settlement{Attempts: 1, NextAt: later, LastError: "late"}); err != nil {
 		t.Fatal(err)
 	}
-	if evs, err := a.ClaimEvents(ctx, app, later, 1, time.Minute); err != nil || len(evs) != 1 || evs[0].Seq == taken {
+	if evs, err := a.ClaimEvents(ctx, store.Claim{AppID: app, Now: later, Limit: 1, Lease: time.Minute}); err != nil || len(evs) != 1 || evs[0].Seq == taken {
 		t.Fatalf("after a late settlement A claims %v, %v; want the next free event, not %d", seqsOf(evs), err, taken)
 	}
 	// B acks it: gone for everyone.
@@ -218,14 +218,14 @@ func TestClaimsAcrossNodes(t *testing.T) {
 	}
 
 	// Close hands back A's leases: B claims them at once.
-	held, err := a.ClaimEvents(ctx, app, later, 10, time.Hour)
+	held, err := a.ClaimEvents(ctx, store.Claim{AppID: app, Now: later, Limit: 10, Lease: time.Hour})
 	if err != nil || len(held) != 10 {
 		t.Fatalf("A claims %v, %v", seqsOf(held), err)
 	}
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.ClaimEvents(ctx, app, later, 1000, time.Minute)
+	got, err := b.ClaimEvents(ctx, store.Claim{AppID: app, Now: later, Limit: 1000, Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestAcksShareTransactions(t *testing.T) {
 	for i := range n + 1 {
 		seqs = append(seqs, putEvent(t, st, app, string(rune('a'+i)), t0))
 	}
-	evs, err := st.ClaimEvents(ctx, app, t0, n+1, time.Minute)
+	evs, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0, Limit: n + 1, Lease: time.Minute})
 	if err != nil || len(evs) != n+1 {
 		t.Fatalf("claim = %d events, %v", len(evs), err)
 	}
@@ -80,7 +80,7 @@ func TestAcksShareTransactions(t *testing.T) {
 		t.Fatalf("events left = %v, want only the cancelled ack's seq %d", seqsOf(left), seqs[n])
 	}
 	// Still leased: not handed out again before its lease ends.
-	if again, err := st.ClaimEvents(ctx, app, t0, 10, time.Minute); err != nil || len(again) != 0 {
+	if again, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0, Limit: 10, Lease: time.Minute}); err != nil || len(again) != 0 {
 		t.Fatalf("claim before the lease ends = %v, %v", seqsOf(again), err)
 	}
 }
@@ -107,7 +107,7 @@ func TestAckFlushTimesOut(t *testing.T) {
 	app := newApp(t, st, "jobs")
 	a := putEvent(t, st, app, "a", t0)
 	b := putEvent(t, st, app, "b", t0)
-	if evs, err := st.ClaimEvents(ctx, app, t0, 10, time.Minute); err != nil || len(evs) != 2 {
+	if evs, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0, Limit: 10, Lease: time.Minute}); err != nil || len(evs) != 2 {
 		t.Fatalf("claim = %d events, %v", len(evs), err)
 	}
 	old := ackTimeout

@@ -83,7 +83,7 @@ func TestEvents(t *testing.T) {
 			t.Fatalf("NextEventDue = %v, %v, %v", at, ok, err)
 		}
 		// Exclusive, so a's two events come together.
-		evs, err := st.ClaimEventsExclusive(ctx, app, t0, 10, time.Minute)
+		evs, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0, Limit: 10, Lease: time.Minute, Exclusive: true})
 		if err != nil || !slices.Equal(seqsOf(evs), []int64{s1, s3, s4}) {
 			t.Fatalf("claim at t0 = %v, %v; want %v (b is not due)", seqsOf(evs), err, []int64{s1, s3, s4})
 		}
@@ -94,7 +94,7 @@ func TestEvents(t *testing.T) {
 		if ev := evs[2]; ev.Depth != 2 || ev.Old == nil || ev.Old.Rev != "1-a" || ev.Old.Seq != s1 || string(ev.Old.Body) != `{"n":1}` || string(ev.Rev.Body) != `{"n":2}` {
 			t.Fatalf("event of an update = %+v, old %+v", ev, ev.Old)
 		}
-		if evs, err := st.ClaimEvents(ctx, app, t0.Add(2*time.Second), 10, time.Minute); err != nil || !slices.Equal(seqsOf(evs), []int64{s2}) {
+		if evs, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0.Add(2 * time.Second), Limit: 10, Lease: time.Minute}); err != nil || !slices.Equal(seqsOf(evs), []int64{s2}) {
 			t.Fatalf("second claim = %v, %v; want only %d, the others are leased", seqsOf(evs), err, s2)
 		}
 		// Settle: ack s1, retry s3 later, kill s4.
@@ -108,10 +108,10 @@ func TestEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		settled(t, st, app)
-		if evs, err := st.ClaimEvents(ctx, app, t0.Add(9*time.Second), 10, time.Minute); err != nil || len(evs) != 0 {
+		if evs, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0.Add(9 * time.Second), Limit: 10, Lease: time.Minute}); err != nil || len(evs) != 0 {
 			t.Fatalf("claim before the retry = %v, %v", seqsOf(evs), err)
 		}
-		evs, err = st.ClaimEvents(ctx, app, t0.Add(10*time.Second), 10, time.Minute)
+		evs, err = st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0.Add(10 * time.Second), Limit: 10, Lease: time.Minute})
 		if err != nil || !slices.Equal(seqsOf(evs), []int64{s3}) || evs[0].Attempts != 1 || evs[0].LastError != "boom" {
 			t.Fatalf("claim of the retry = %+v, %v", evs, err)
 		}
@@ -132,7 +132,7 @@ func TestEvents(t *testing.T) {
 		if err := st.ReplayEvent(ctx, app, s4, t0.Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		evs, err = st.ClaimEvents(ctx, app, t0.Add(time.Hour), 10, time.Minute)
+		evs, err = st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0.Add(time.Hour), Limit: 10, Lease: time.Minute})
 		if err != nil || len(evs) != 3 || evs[2].Seq != s4 || evs[2].Attempts != 0 || evs[2].Dead || evs[2].LastError != "" {
 			t.Fatalf("claim after replay and the leases' end = %+v, %v", evs, err)
 		}
@@ -499,16 +499,16 @@ func TestClaimOrder(t *testing.T) {
 		for i := range 6 {
 			seqs = append(seqs, putEvent(t, st, app, fmt.Sprint("e", i), t0))
 		}
-		short, err := st.ClaimEvents(ctx, app, t0, 2, time.Second)
+		short, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0, Limit: 2, Lease: time.Second})
 		if err != nil || !slices.Equal(seqsOf(short), seqs[:2]) {
 			t.Fatalf("first claim = %v, %v; want %v", seqsOf(short), err, seqs[:2])
 		}
-		long, err := st.ClaimEvents(ctx, app, t0, 1, time.Hour)
+		long, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0, Limit: 1, Lease: time.Hour})
 		if err != nil || !slices.Equal(seqsOf(long), seqs[2:3]) {
 			t.Fatalf("second claim = %v, %v; want %v", seqsOf(long), err, seqs[2:3])
 		}
 		later := t0.Add(2 * time.Second)
-		got, err := st.ClaimEvents(ctx, app, later, 4, time.Hour)
+		got, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: later, Limit: 4, Lease: time.Hour})
 		want := []int64{seqs[0], seqs[1], seqs[3], seqs[4]}
 		if err != nil || !slices.Equal(seqsOf(got), want) {
 			t.Fatalf("claim after the short leases ran out = %v, %v; want %v", seqsOf(got), err, want)
@@ -593,7 +593,7 @@ func TestClaimPassesOverHeldEvents(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM events WHERE app_id = $1 AND seq <= $2 FOR UPDATE`, app, seqs[99]); err != nil {
 		t.Fatal(err)
 	}
-	got, err := st.ClaimEvents(ctx, app, t0, 10, time.Minute)
+	got, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0, Limit: 10, Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,8 +608,8 @@ func TestExclusiveClaimLargeAppID(t *testing.T) {
 	st := openAt(t, freshDB(t))
 	defer st.Close()
 	for _, id := range []int64{1<<31 + 5, 1<<62 + 7} {
-		if evs, err := st.ClaimEventsExclusive(context.Background(), id, time.Now(), 10, time.Minute); err != nil || len(evs) != 0 {
-			t.Fatalf("ClaimEventsExclusive(app %d) = %v, %v", id, evs, err)
+		if evs, err := st.ClaimEvents(context.Background(), store.Claim{AppID: id, Now: time.Now(), Limit: 10, Lease: time.Minute, Exclusive: true}); err != nil || len(evs) != 0 {
+			t.Fatalf("exclusive ClaimEvents(app %d) = %v, %v", id, evs, err)
 		}
 	}
 }

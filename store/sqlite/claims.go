@@ -120,28 +120,24 @@ func (l *leases) release(app, seq int64, written, rescan bool) {
 	l.mu.Unlock()
 }
 
-func (s *Store) ClaimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
+// ClaimEvents: an exclusive claim leases only while no lease of the app
+// is live; see store.Events. One process owns the file, so the leases in
+// memory are all there are.
+func (s *Store) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Event, error) {
 	s.leases.mu.Lock()
 	defer s.leases.mu.Unlock()
-	return s.claim(ctx, appID, now, limit, lease, false)
-}
-
-// ClaimEventsExclusive claims only while no lease of the app is live; see
-// store.Events. One process owns the file, so the leases in memory are all
-// there are.
-func (s *Store) ClaimEventsExclusive(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration) ([]store.Event, error) {
-	s.leases.mu.Lock()
-	defer s.leases.mu.Unlock()
-	for seq, l := range s.leases.held(appID) {
-		if l.until.After(now) && !s.leases.settling[appID][seq] {
-			return nil, nil
+	if c.Exclusive {
+		for seq, l := range s.leases.held(c.AppID) {
+			if l.until.After(c.Now) && !s.leases.settling[c.AppID][seq] {
+				return nil, nil
+			}
 		}
 	}
-	return s.claim(ctx, appID, now, limit, lease, true)
+	return s.claim(ctx, c.AppID, c.Now, c.Limit, c.Lease, c.Exclusive)
 }
 
-// claim is ClaimEvents, or with exclusive ClaimEventsExclusive after its
-// check, under s.leases.mu.
+// claim is ClaimEvents, after the check of an exclusive claim, under
+// s.leases.mu.
 //
 // Out of full mode every live event at or below the cursor is held, so
 // the only earlier live events of a document above it are held ones and

@@ -37,7 +37,7 @@ func TestNextEventDue(t *testing.T) {
 		commit(fmt.Sprint("j", i), t0.Add(time.Duration(i)*time.Millisecond))
 	}
 	due(t0, true)
-	evs, err := st.ClaimEvents(ctx, app, t0.Add(time.Second), 10, time.Minute)
+	evs, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0.Add(time.Second), Limit: 10, Lease: time.Minute})
 	if err != nil || len(evs) != 3 {
 		t.Fatalf("claim: %d events, %v", len(evs), err)
 	}
@@ -60,7 +60,7 @@ func TestNextEventDue(t *testing.T) {
 		t.Fatalf("after one ack and one retry the outbox holds %+v, %v; want all but seq %d", left, err, evs[1].Seq)
 	}
 	due(t0.Add(2*time.Second), true)
-	evs, err = st.ClaimEvents(ctx, app, t0.Add(4*time.Second), 10, time.Minute)
+	evs, err = st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0.Add(4 * time.Second), Limit: 10, Lease: time.Minute})
 	if err != nil || len(evs) != 2 {
 		t.Fatalf("second claim: %d events, %v", len(evs), err)
 	}
@@ -90,7 +90,7 @@ func TestClaimAfterManyRetries(t *testing.T) {
 	handed := map[int64]int{}
 	claim := func(at time.Time) []store.Event {
 		t.Helper()
-		evs, err := st.ClaimEvents(ctx, app, at, 10, time.Hour)
+		evs, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: at, Limit: 10, Lease: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,7 +38,7 @@ func TestRecentEventsMatchDatabase(t *testing.T) {
 		}
 	}
 	// Leave full mode first, so the next claims may use memory.
-	if evs, err := st.ClaimEvents(ctx, app, t0, 10, time.Minute); err != nil || len(evs) != 0 {
+	if evs, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0, Limit: 10, Lease: time.Minute}); err != nil || len(evs) != 0 {
 		t.Fatalf("first claim: %v, %v", evs, err)
 	}
 	write(st, "a", "", "1-a", `{"status":"pending"}`, false)
@@ -50,7 +50,7 @@ func TestRecentEventsMatchDatabase(t *testing.T) {
 		t.Fatalf("ListEvents: %d, %v", len(want), err)
 	}
 	// An exclusive claim takes a document's events together.
-	got, err := st.ClaimEventsExclusive(ctx, app, t0.Add(time.Second), 10, time.Minute)
+	got, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0.Add(time.Second), Limit: 10, Lease: time.Minute, Exclusive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestRecentEventsMatchDatabase(t *testing.T) {
 	st.Close()
 	st = open(t, dir)
 	// No leases survive a reopen: the four are due again.
-	evs, err := st.ClaimEventsExclusive(ctx, app, t0.Add(time.Second), 10, time.Minute)
+	evs, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0.Add(time.Second), Limit: 10, Lease: time.Minute, Exclusive: true})
 	if err != nil || len(evs) != 4 {
 		t.Fatalf("claim after reopen: %d, %v", len(evs), err)
 	}
@@ -78,7 +78,7 @@ func TestRecentEventsMatchDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err = st.ClaimEvents(ctx, app, t0.Add(time.Second), 10, time.Minute)
+	got, err = st.ClaimEvents(ctx, store.Claim{AppID: app, Now: t0.Add(time.Second), Limit: 10, Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func newRunsEnv(t *testing.T, n int) (*runsEnv, []int64) {
 
 func (e *runsEnv) claim(st *Store, n int) []store.Event {
 	e.t.Helper()
-	evs, err := st.ClaimEvents(context.Background(), e.app, e.t0, n, time.Minute)
+	evs, err := st.ClaimEvents(context.Background(), store.Claim{AppID: e.app, Now: e.t0, Limit: n, Lease: time.Minute})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -149,7 +149,7 @@ func testEventsRevisions(t *testing.T, e *env) {
 	add("jobs", "y", `{"status":"pending"}`, nil)
 	check("ListEvents", e.listEvents(app, false), 0)
 	// An exclusive claim hands out every event of a document at once.
-	check("ClaimEventsExclusive", e.wantExclusive(app, at, 10, ss...), 0)
+	check("exclusive ClaimEvents", e.wantExclusive(app, at, 10, ss...), 0)
 	for _, s := range ss {
 		e.settle(app, s, store.Settlement{Ack: true})
 	}
@@ -164,7 +164,7 @@ func testEventsRevisions(t *testing.T, e *env) {
 	add("jobs", "x", `{"status":"done"}`, func(w *store.Write) { w.Channels = []string{"ops"} })
 	add("other", "x", `{"db":"other"}`, nil)
 	add("jobs", "y", "", nil)
-	check("ClaimEventsExclusive of later events", e.wantExclusive(app, at, 10, ss[n:]...), n)
+	check("exclusive ClaimEvents of later events", e.wantExclusive(app, at, 10, ss[n:]...), n)
 	check("ListEvents after claims", e.listEvents(app, false), n)
 }
 

@@ -124,7 +124,7 @@ func testEventsConcurrentClaims(t *testing.T, e *env) {
 	handed := 0
 	parallel(t, claimers, claimers, func(int) error {
 		for {
-			evs, err := e.st.ClaimEvents(e.ctx, app, t0, 3, lease)
+			evs, err := e.st.ClaimEvents(e.ctx, store.Claim{AppID: app, Now: t0, Limit: 3, Lease: lease})
 			if err != nil || len(evs) == 0 {
 				return err
 			}
@@ -169,12 +169,12 @@ func testEventsExclusiveClaims(t *testing.T, e *env) {
 	o := e.emitN(other, 1, now)
 	exclusive := func(app int64, at time.Time, limit int, want ...int64) {
 		t.Helper()
-		evs, err := e.st.ClaimEventsExclusive(e.ctx, app, at, limit, lease)
+		evs, err := e.st.ClaimEvents(e.ctx, store.Claim{AppID: app, Now: at, Limit: limit, Lease: lease, Exclusive: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := seqs(evs); !slices.Equal(got, want) {
-			t.Fatalf("ClaimEventsExclusive(at %v, limit %d) = seqs %v, want %v", at, limit, got, want)
+			t.Fatalf("ClaimEvents(exclusive, at %v, limit %d) = seqs %v, want %v", at, limit, got, want)
 		}
 	}
 	exclusive(app, now, 1, s[0])
@@ -195,7 +195,7 @@ func testEventsExclusiveClaims(t *testing.T, e *env) {
 	e.emitN(third, 3, now)
 	var got sync.Map
 	parallel(t, 8, 8, func(i int) error {
-		evs, err := e.st.ClaimEventsExclusive(e.ctx, third, now, 10, lease)
+		evs, err := e.st.ClaimEvents(e.ctx, store.Claim{AppID: third, Now: now, Limit: 10, Lease: lease, Exclusive: true})
 		if len(evs) > 0 {
 			got.Store(i, len(evs))
 		}
@@ -244,7 +244,7 @@ func testEventsOneEventPerDocument(t *testing.T, e *env) {
 	var mu sync.Mutex
 	docs := map[string]int{}
 	parallel(t, 4, 4, func(int) error {
-		evs, err := e.st.ClaimEvents(e.ctx, other, now, 10, lease)
+		evs, err := e.st.ClaimEvents(e.ctx, store.Claim{AppID: other, Now: now, Limit: 10, Lease: lease})
 		mu.Lock()
 		defer mu.Unlock()
 		for _, ev := range evs {

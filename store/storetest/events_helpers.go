@@ -45,7 +45,7 @@ func (e *env) emitN(app int64, n int, at time.Time) []int64 {
 
 func (e *env) claimFor(app int64, now time.Time, limit int, d time.Duration) []store.Event {
 	e.t.Helper()
-	evs, err := e.st.ClaimEvents(e.ctx, app, now, limit, d)
+	evs, err := e.st.ClaimEvents(e.ctx, store.Claim{AppID: app, Now: now, Limit: limit, Lease: d})
 	if err != nil {
 		e.t.Fatalf("ClaimEvents(at %v, limit %d): %v", now, limit, err)
 	}
@@ -67,15 +67,15 @@ func (e *env) wantClaim(app int64, now time.Time, limit int, want ...int64) []st
 	return evs
 }
 
-// wantExclusive is wantClaim with ClaimEventsExclusive.
+// wantExclusive is wantClaim with an exclusive claim.
 func (e *env) wantExclusive(app int64, now time.Time, limit int, want ...int64) []store.Event {
 	e.t.Helper()
-	evs, err := e.st.ClaimEventsExclusive(e.ctx, app, now, limit, lease)
+	evs, err := e.st.ClaimEvents(e.ctx, store.Claim{AppID: app, Now: now, Limit: limit, Lease: lease, Exclusive: true})
 	if err != nil {
-		e.t.Fatalf("ClaimEventsExclusive(at %v, limit %d): %v", now, limit, err)
+		e.t.Fatalf("ClaimEvents(exclusive, at %v, limit %d): %v", now, limit, err)
 	}
 	if got := seqs(evs); !slices.Equal(got, want) {
-		e.t.Fatalf("ClaimEventsExclusive(at %v, limit %d) = seqs %v, want %v", now, limit, got, want)
+		e.t.Fatalf("ClaimEvents(exclusive, at %v, limit %d) = seqs %v, want %v", now, limit, got, want)
 	}
 	return evs
 }
