@@ -78,13 +78,12 @@ const healthyBackend = `export async function onChange(ev, ctx) {
 // TestHostileApps runs apps whose code tries to crash, hang or exhaust the
 // server, each beside a healthy app that keeps writing, against a real
 // server process: the server stays up, every hostile write or run ends
-// with its error, and the healthy app's handlers keep running. It logs the
-// server's peak resident memory and the healthy app's put p99 alone and
-// beside the hostile apps (go test -run TestHostileApps -v): speed is
-// measured, not asserted, and memory is held under a bound that the
-// unguarded server passed many times over (it reached 10 GB), since a
-// string doubled in a loop can overshoot the limits by a doubling or two
-// before the sampling watchdog stops it.
+// with its error, the healthy app's handlers keep running, and the
+// server's resident memory stays under 1 GiB for the whole run (the
+// unguarded server reached 10 GB). It logs that peak and the healthy
+// app's put p99 alone and beside the hostile apps (go test -run
+// TestHostileApps -v); the issue asks for at most 3 times as slow beside
+// them. Speed is measured, not asserted.
 func TestHostileApps(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the hostile suite runs a server under attack for a minute")
@@ -99,9 +98,12 @@ func TestHostileApps(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The baseline is taken before each hostile app too, so that it
+	// follows the load that other work puts on a shared machine.
 	baseline := healthyPuts(t, c, "base", 300, nil)
 	var during []time.Duration
 	for _, h := range hostileApps {
+		baseline = append(baseline, healthyPuts(t, c, "alone-"+h.name, 50, nil)...)
 		t.Run(h.name, func(t *testing.T) {
 			app := "admin/" + h.name
 			if _, err := c.CreateApp(ctx, app, false); err != nil {
@@ -129,8 +131,8 @@ func TestHostileApps(t *testing.T) {
 		})
 	}
 
-	if rss := peakRSS(t, srv.cmd.Process.Pid); rss > 2<<30 {
-		t.Errorf("the server's resident memory peaked at %d MiB, over 2 GiB", rss>>20)
+	if rss := peakRSS(t, srv.cmd.Process.Pid); rss > 1<<30 {
+		t.Errorf("the server's resident memory peaked at %d MiB, over 1 GiB", rss>>20)
 	} else {
 		t.Logf("the server's resident memory peaked at %d MiB", rss>>20)
 	}
@@ -234,7 +236,8 @@ var healthyFailures atomic.Int64
 // until stop is closed, and returns how long each took. A put refused by
 // its own access.js's deadline is counted, not fatal: a memory bomb in
 // another app can still make the Go runtime hold every goroutine past a
-// 100 ms deadline (see TestHostileApps); anything else fails the test.
+// 100 ms deadline (a collection waits for its copy of a huge string to
+// end); anything else fails the test.
 func healthyPuts(t *testing.T, c *client.Client, tag string, n int, stop <-chan struct{}) []time.Duration {
 	ctx := context.Background()
 	var lat []time.Duration

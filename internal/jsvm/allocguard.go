@@ -116,7 +116,7 @@ func installAllocGuards(vm *VM) error {
 func (g *allocGuard) over(size float64) bool {
 	if size >= bigAlloc {
 		g.vm.bigAllocs.Add(1) // tells the heap watchdog who allocates
-		if !(size > g.limit) && !overCeiling(size) {
+		if !(size > g.limit) && !overCeiling(g.vm, size) {
 			return false
 		}
 	} else if !(size > g.limit) {

@@ -257,3 +257,11 @@ func (vm *VM) classify(err error, cause stopCause, ctx context.Context, export s
 	}
 	return err
 }
+
+// stoppedForMemory reports whether the last call was stopped by a heap
+// limit or the ceiling. The call has ended, so no stop can race with it.
+func (vm *VM) stoppedForMemory() bool {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return vm.cause == causeHeap || vm.cause == causeCeiling
+}

@@ -17,8 +17,8 @@ import (
 // calls that caused it: to those seen making big allocations through the
 // guarded builtins (allocguard.go) when there are any, otherwise in equal
 // shares to the calls that were already running at the last tick, so a
-// call that starts now is not charged for what happened before it, and a
-// short call (most access.js calls end within a tick) is never charged.
+// call that starts now is not charged for what others did before it, and
+// a short call (most access.js calls end within a tick) is never charged.
 // Three limits apply to what a call is charged:
 //
 //   - its own HeapLimit;
@@ -29,11 +29,16 @@ import (
 //     every call running for more than a tick is stopped, whoever was
 //     charged, because the server's memory matters more than any call.
 //
-// Past a limit the call is a suspect: the watchdog forces a garbage
-// collection (rate-limited, since a GC is not free) to tell garbage from
-// growth, and stops it if the growth is still there. Growth of more than
-// twice a limit stops it at once. Single huge allocations, which could
-// exhaust memory between two ticks, are refused up front by allocguard.go.
+// Past a limit the call is a suspect, and it is stopped if its growth
+// survives a garbage collection: garbage is not growth. The watchdog forces
+// that collection (rate-limited, since a GC is not free) unless some call
+// may be inside one long native step, such as the copy of a huge string:
+// a forced collection stops the world, and the world cannot stop until
+// that step ends, so every goroutine would wait it out, the watchdog too.
+// Then suspects wait for the runtime's own collections instead. Growth of
+// more than twice a limit, or memory that keeps doubling, stops a call at
+// once. Single huge allocations, which could exhaust memory between two
+// ticks, are refused up front by allocguard.go.
 
 const (
 	heapTick      = 2 * time.Millisecond
@@ -46,12 +51,30 @@ const (
 	// goroutine stack that outgrows its maximum is a fatal error. Charged
 	// like heap growth, a call whose stack runs away is stopped first.
 	stackMetric = "/memory/classes/heap/stacks:bytes"
+	// The collections completed, and the heap the last one found live,
+	// judge suspects without forcing a collection.
+	cyclesMetric = "/gc/cycles/total:gc-cycles"
+	liveMetric   = "/gc/heap/live:bytes"
+	// sizesMetric tells a tick's growth in a few big objects from that in
+	// many small ones.
+	sizesMetric = "/gc/heap/allocs-by-size:bytes"
 
 	// heapHardFactor: growth beyond this many limits stops a call
 	// without waiting for a GC to confirm it. Garbage alone rarely
 	// doubles past the limit within one call, and a doubling string
 	// reaches gigabytes in the time a forced GC takes.
 	heapHardFactor = 2
+
+	// bigStep is growth within one tick that, doubling a call's memory,
+	// may be a single native step still under way (a string copy), during
+	// which no collection should be forced.
+	bigStep = 16 << 20
+
+	// bigPiece is the average size of the large objects allocated in a
+	// tick from which its growth came in big pieces. Scripts make garbage
+	// object by object, a few kilobytes each, or at most arrays of a
+	// megabyte or two when they build them in a loop.
+	bigPiece = 4 << 20
 
 	// payerTicks is for how many ticks a big allocation makes its
 	// runtime a payer of the heap's growth.
@@ -81,11 +104,24 @@ type heapWatch struct {
 	started bool
 	idle    atomic.Bool // parked: begin must kick it awake
 	kickc   chan struct{}
-	lastGC  time.Time // watchdog goroutine only
 
 	confirming atomic.Bool // a forced GC is under way
 	prevHeap   uint64      // the last sample (mu)
+	prevLarge  uint64      // large objects allocated by then (mu)
 	gonePayers int         // retired runtimes that allocated since the last tick (mu)
+
+	// What check works with, kept from tick to tick (mu): the watchdog
+	// must not allocate, since an allocation during a collection can make
+	// it assist the collector, and a collection cannot end while another
+	// call copies a huge string: the watchdog would wait out the very
+	// copy it is there to stop.
+	runs  []running
+	found []suspect
+	calls []call // the suspects' calls, each suspect's a range of them
+	// Suspects waiting for a collection became suspects when this many
+	// had completed; suspecting tells whether any are waiting.
+	suspectCycle uint64
+	suspecting   bool
 }
 
 // watchState is what the watchdog knows of one VM's current call.
@@ -96,20 +132,9 @@ type watchState struct {
 	allocs     uint64 // the VM's bigAllocs at the last tick
 	allocTicks int    // ticks it still counts as a payer
 	doublings  int    // ticks in a row in which charged at least doubled
-}
-
-// suspect is a call, or the calls of one pool, charged past a limit.
-type suspect struct {
-	calls   []call
-	base    uint64 // the lowest heap any of them started from
-	charged uint64 // what they were charged together
-	limit   uint64
-	cause   stopCause
-}
-
-type call struct {
-	vm  *VM
-	gen uint64
+	// stepping: the call's memory last grew by doubling in one big step,
+	// and it may still be inside that step.
+	stepping bool
 }
 
 func (w *heapWatch) add(vm *VM) {
@@ -141,34 +166,74 @@ func (w *heapWatch) kick() {
 	if w.idle.Load() {
 		select {
 		case w.kickc <- struct{}{}:
+			// Woken from here, the watchdog would wait for this
+			// goroutine to yield its P, and a call that goes straight
+			// into copying a huge string yields nothing until the copy
+			// ends. Let it take its first look now.
+			runtime.Gosched()
 		default:
 		}
 	}
 }
 
+// heapSample is what readHeap reads.
 func heapSample() []metrics.Sample {
 	return []metrics.Sample{{Name: heapMetric}, {Name: stackMetric}}
 }
 
+// watchSample is what the watchdog reads: the heap, then the collections.
+func watchSample() []metrics.Sample {
+	return append(heapSample(), metrics.Sample{Name: cyclesMetric}, metrics.Sample{Name: liveMetric}, metrics.Sample{Name: sizesMetric})
+}
+
+// largeObjects is how many objects too big for a size class (32 KiB) the
+// process has allocated, from the histogram of allocations by size.
+func largeObjects(x metrics.Sample) uint64 {
+	if x.Value.Kind() != metrics.KindFloat64Histogram {
+		return 0
+	}
+	c := x.Value.Float64Histogram().Counts
+	if len(c) == 0 {
+		return 0
+	}
+	return c[len(c)-1]
+}
+
+func sampled(x metrics.Sample) uint64 {
+	if x.Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return x.Value.Uint64()
+}
+
 func (w *heapWatch) loop() {
-	s := heapSample()
+	s := watchSample()
 	t := time.NewTicker(heapTick)
+	fd := newFdTicker(heapTick)
+	fd.reset()
 	quiet := 0
 	for {
 		if quiet >= heapIdleTicks {
 			t.Stop()
+			fd.stop()
 			// Publish idle before the last look, so a call that starts
 			// now either is seen here or sees idle and kicks.
 			w.idle.Store(true)
 			if !w.anyActive() {
 				stalls.park()
 				<-w.kickc
+				// Growth while it slept was nobody's: measure from now.
+				w.rebase(s)
 			}
 			w.idle.Store(false)
 			quiet = 0
 			t.Reset(heapTick)
+			fd.reset()
 		}
-		<-t.C
+		select {
+		case <-t.C:
+		case <-fd.C():
+		}
 		stalls.tick(mono())
 		if w.check(s) {
 			quiet = 0
@@ -189,44 +254,95 @@ func (w *heapWatch) anyActive() bool {
 	return false
 }
 
+// rebase makes the heap in s the sample the next tick's growth counts from.
+func (w *heapWatch) rebase(s []metrics.Sample) {
+	heap := readHeap(s)
+	w.mu.Lock()
+	w.prevHeap, w.prevLarge = heap, largeObjects(s[4])
+	w.mu.Unlock()
+}
+
 // readHeap is the memory that calls can grow: heap objects and stacks.
 func readHeap(s []metrics.Sample) uint64 {
 	metrics.Read(s)
-	var n uint64
-	for _, x := range s {
-		if x.Value.Kind() == metrics.KindUint64 {
-			n += x.Value.Uint64()
-		}
-	}
-	return n
+	return sampled(s[0]) + sampled(s[1])
 }
 
 // check takes one sample and stops runaways. It reports whether any call
 // was running.
-func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
+func (w *heapWatch) check(s []metrics.Sample) bool {
 	heap := readHeap(s)
-	var suspects, stops []suspect
-	ceiling := uint64(max(heapCeiling.Load(), 0))
+	return w.observe(sample{heap, sampled(s[2]), sampled(s[3]), largeObjects(s[4])}, uint64(max(heapCeiling.Load(), 0)))
+}
+
+// sample is what the watchdog reads at a tick.
+type sample struct {
+	heap   uint64 // heap objects and stacks
+	cycles uint64 // collections completed
+	live   uint64 // heap that the last collection found live
+	large  uint64 // objects allocated too big for a size class
+}
+
+// observe is check given the sample.
+func (w *heapWatch) observe(x sample, ceiling uint64) (busy bool) {
 	w.mu.Lock()
-	var growth uint64
+	defer w.mu.Unlock()
+	heap := x.heap
+	growth, payers, veterans, stopping := w.gather(heap)
+	// The heap grew in big pieces: a few objects of megabytes each, not a
+	// script's garbage of many small ones.
+	chunky := false
+	if n := x.large - min(x.large, w.prevLarge); n > 0 {
+		chunky = growth/n >= bigPiece
+	}
+	w.prevLarge = x.large
+	stepping := false
+	for i := range w.runs {
+		w.charge(&w.runs[i], heap, growth, payers, veterans, chunky)
+		stepping = stepping || w.runs[i].st.stepping
+	}
+	w.suspects(heap, growth, ceiling)
+	if force := w.judge(x.cycles, x.live, stopping || stepping); force != nil {
+		go w.confirm(force)
+	}
+	for _, sp := range w.found {
+		if sp.now {
+			for _, c := range w.calls[sp.lo:sp.hi] {
+				c.vm.stop(c.gen, sp.cause)
+			}
+		}
+	}
+	busy = len(w.runs) > 0
+	// Kept for the next tick, the lists must not keep the runtimes
+	// alive: a retired one holds what its last call allocated.
+	clear(w.runs[:cap(w.runs)])
+	clear(w.calls[:cap(w.calls)])
+	return busy
+}
+
+// gather fills w.runs with the calls running JS and reports the heap's
+// growth since the last tick, how many runtimes made big allocations
+// since then (payers) and how many calls were running then too
+// (veterans), and whether a call that was stopped still runs: it is then
+// inside one native step.
+func (w *heapWatch) gather(heap uint64) (growth uint64, payers, veterans int, stopping bool) {
 	if heap > w.prevHeap && w.prevHeap > 0 {
 		growth = heap - w.prevHeap
 	}
-	w.prevHeap = heap
-	type running struct {
-		vm       *VM
-		st       *watchState
-		g        uint64
-		allocing bool // made big allocations since the last tick
-		fresh    bool // started since the last tick
+	// A call seen for the first time began after the last sample: its
+	// growth counts from there, so that a call that allocates in big
+	// pieces is charged for the first of them too.
+	start := heap
+	if w.prevHeap > 0 {
+		start = min(heap, w.prevHeap)
 	}
-	var runs []running
+	w.prevHeap = heap
 	// payers are the runtimes seen making big allocations since the last
 	// tick, running or not: a call that allocated and ended in between
 	// still takes its share of the growth (charged to nobody).
-	payers := w.gonePayers
+	payers = w.gonePayers
 	w.gonePayers = 0
-	veterans := 0
+	w.runs = w.runs[:0]
 	for wp, st := range w.vms {
 		vm := wp.Value()
 		if vm == nil {
@@ -253,196 +369,82 @@ func (w *heapWatch) check(s []metrics.Sample) (busy bool) {
 			st.gen = 0
 			continue
 		}
+		stopping = stopping || vm.halted.Load()
 		if vm.waiting.Load() {
 			// Awaiting the host allocates nothing in JS; measure
 			// afresh when it resumes (which kicks the watchdog).
 			st.gen = 0
 			continue
 		}
-		busy = true
 		fresh := st.gen != g
 		if fresh {
-			st.gen, st.base, st.charged = g, heap, 0
+			*st = watchState{gen: g, base: start, allocs: st.allocs, allocTicks: st.allocTicks}
 		} else {
 			veterans++
 		}
 		if heap < st.base {
 			st.base = heap // a GC ran: growth counts from the low point
 		}
-		runs = append(runs, running{vm, st, g, allocing, fresh})
+		w.runs = append(w.runs, running{vm: vm, st: st, g: g, allocing: allocing, fresh: fresh})
 	}
-	var doublers []*running
-	for i := range runs {
-		r := &runs[i]
-		before := r.st.charged
-		switch {
-		case payers > 0:
-			if r.allocing {
-				r.st.charged += growth / uint64(payers)
-			}
-		case !r.fresh:
-			r.st.charged += growth / uint64(veterans)
-		}
-		// Growth that a collection has since given back was garbage: a
-		// call is never charged more than the heap grew while it ran, or
-		// a long call that makes garbage as it goes would be charged every
-		// rise and never a fall.
-		r.st.charged = min(r.st.charged, heap-min(heap, r.st.base))
-		// A call whose memory doubles tick after tick (a string doubled
-		// in a loop) passes any limit within a few doublings, each one a
-		// single allocation and copy that nothing can stop halfway, and
-		// the copies stall the watchdog itself. Once it has doubled
-		// twice in a row past half its limit, its next doubling would
-		// pass the limit: it is stopped now.
-		switch {
-		case r.st.charged >= 2*before && r.st.charged > before:
-			r.st.doublings++
-		case r.st.charged > before:
-			r.st.doublings = 0
-		}
-		if r.fresh {
-			r.st.doublings = 0
-		}
-		// Only when it is the one call running for more than a tick:
-		// with others, nothing says whose growth it was, and an innocent
-		// call beside a bomb could seem to double.
-		if r.st.doublings >= 2 && r.st.charged > uint64(r.vm.opts.HeapLimit)/2 && veterans == 1 && !r.fresh && payers == 0 {
-			doublers = append(doublers, r)
-		}
-	}
-
-	// The call charged the most, and each pool whose calls together are
-	// charged past the pool's limit, are suspects; stopping one forgives
-	// the others, since what they were charged was mostly its growth.
-	var top *running
-	pools := map[*Options]*suspect{}
-	for i := range runs {
-		r := &runs[i]
-		if r.st.charged > uint64(r.vm.opts.HeapLimit) && (top == nil || r.st.charged > top.st.charged) {
-			top = r
-		}
-		if r.st.charged == 0 || r.vm.opts.PoolHeapLimit <= 0 {
-			continue
-		}
-		sp := pools[r.vm.opts]
-		if sp == nil {
-			sp = &suspect{base: r.st.base, limit: uint64(r.vm.opts.PoolHeapLimit), cause: causeHeap}
-			pools[r.vm.opts] = sp
-		}
-		sp.calls = append(sp.calls, call{r.vm, r.g})
-		sp.base = min(sp.base, r.st.base)
-		sp.charged += r.st.charged
-	}
-	if top != nil {
-		suspects = append(suspects, suspect{calls: []call{{top.vm, top.g}}, base: top.st.base, charged: top.st.charged, limit: uint64(top.vm.opts.HeapLimit), cause: causeHeap})
-	}
-	for _, r := range doublers {
-		stops = append(stops, suspect{calls: []call{{r.vm, r.g}}, cause: causeHeap})
-	}
-	for _, sp := range pools {
-		if sp.charged > sp.limit {
-			suspects = append(suspects, *sp)
-		}
-	}
-	if ceiling > 0 && heap > ceiling {
-		// Over the process's ceiling: the calls that grew the heap
-		// while they ran are suspects too. Until a collection runs,
-		// the heap also holds the leftovers of calls stopped before.
-		sp := suspect{limit: ceiling, cause: causeCeiling}
-		for _, r := range runs {
-			if !r.fresh && r.st.charged > 0 {
-				sp.calls = append(sp.calls, call{r.vm, r.g})
-			}
-		}
-		if heap > heapHardFactor*ceiling && growth > 0 {
-			sp.charged = heap // past the hard factor: stop at once
-		}
-		suspects = append(suspects, sp)
-	}
-	// No garbage burst explains this much within one call; waiting for a
-	// GC to confirm could cost gigabytes.
-	kept := suspects[:0]
-	for _, sp := range suspects {
-		if sp.charged > heapHardFactor*sp.limit {
-			stops = append(stops, sp)
-		} else {
-			kept = append(kept, sp)
-		}
-	}
-	suspects = kept
-	if len(stops) > 0 {
-		for _, r := range runs {
-			r.st.charged = 0
-		}
-	}
-	w.mu.Unlock()
-	for _, sp := range stops {
-		for _, c := range sp.calls {
-			c.vm.stop(c.gen, sp.cause)
-		}
-	}
-	if len(stops) > 0 {
-		// What they allocated is garbage now: collect it before it
-		// counts against the next calls.
-		suspects = append(suspects, suspect{})
-	}
-	if len(suspects) > 0 && !w.confirming.Load() && time.Since(w.lastGC) >= heapGCGap {
-		w.lastGC = time.Now()
-		w.confirming.Store(true)
-		go w.confirm(suspects)
-	}
-	return busy
+	return growth, payers, veterans, stopping
 }
 
-// confirm forces a collection so garbage does not count as growth, then
-// stops the suspects whose growth survived it. It runs on its own
-// goroutine so the watchdog keeps sampling (and applying the hard cap)
-// while the collection runs.
-func (w *heapWatch) confirm(suspects []suspect) {
-	defer w.confirming.Store(false)
-	runtime.GC()
-	heap := readHeap(heapSample())
-	for _, sp := range suspects {
-		if len(sp.calls) > 0 && heap > sp.base && heap-sp.base > sp.limit {
-			for _, c := range sp.calls {
-				c.vm.stop(c.gen, sp.cause)
-			}
-			w.forgive()
+// charge gives r its share of the tick's growth, and tells whether its
+// memory keeps doubling.
+func (w *heapWatch) charge(r *running, heap, growth uint64, payers, veterans int, chunky bool) {
+	st := r.st
+	before := st.charged
+	switch {
+	case payers > 0:
+		if r.allocing {
+			st.charged += growth / uint64(payers)
 		}
+	case !r.fresh:
+		st.charged += growth / uint64(veterans)
 	}
+	// Growth that a collection has since given back was garbage: a call
+	// is never charged more than the heap grew while it ran, or a long
+	// call that makes garbage as it goes would be charged every rise and
+	// never a fall.
+	st.charged = min(st.charged, heap-min(heap, st.base))
+	added := st.charged - min(st.charged, before)
+	doubled := added > 0 && added >= before
+	// A call whose memory just doubled by a big piece may still be inside
+	// the native step that makes it, the copy of a string that size.
+	if added >= bigStep && doubled {
+		st.stepping = true
+	} else if added > 0 {
+		st.stepping = false
+	}
+	// Growth too small to matter (other goroutines' allocations charged
+	// in shares) neither counts as a doubling nor ends a run of them.
+	switch {
+	case doubled:
+		st.doublings++
+	case added > before/4:
+		st.doublings = 0
+	}
+	// A call whose memory keeps doubling (a string doubled in a loop)
+	// passes any limit within a few doublings, each one a single
+	// allocation and copy that nothing can stop halfway. Once it has
+	// doubled twice in a row past half its limit, its next doubling would
+	// pass the limit. Past the limit, memory that doubled in big pieces is
+	// no garbage that a collection would give back, and the next doubling
+	// is already being copied. Either way it is stopped now, if the growth
+	// is surely its own: it is the one call running for more than a tick,
+	// or the one making big allocations. With others, nothing says whose
+	// growth it was, and an innocent call beside a bomb could seem to
+	// double.
+	own := payers == 0 && veterans == btoi(!r.fresh) || payers == 1 && r.allocing
+	limit := uint64(r.vm.opts.HeapLimit)
+	burst := doubled && chunky && added >= bigStep && st.charged > limit
+	r.doubler = own && (st.doublings >= 2 && st.charged > limit/2 && !r.fresh || burst)
 }
 
-// forgive clears every call's charge after a runaway was stopped: what
-// they were charged was mostly its growth.
-func (w *heapWatch) forgive() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, st := range w.vms {
-		st.charged = 0
+func btoi(b bool) int {
+	if b {
+		return 1
 	}
+	return 0
 }
-
-// overCeiling reports whether allocating size more bytes would take the
-// heap past the ceiling. It runs on the allocating call's own goroutine, so
-// a call that allocates in big pieces is stopped before the watchdog's next
-// tick, and it is that call which waits for the collection that tells its
-// garbage from the heap's real size; at most one such collection runs per
-// heapGCGap, so a script cannot make the process collect without pause.
-func overCeiling(size float64) bool {
-	ceiling := heapCeiling.Load()
-	if ceiling <= 0 {
-		return false
-	}
-	s := heapSample()
-	if float64(readHeap(s))+size <= float64(ceiling) {
-		return false
-	}
-	now := time.Now().UnixNano()
-	if last := lastCeilingGC.Load(); now-last >= int64(heapGCGap) && lastCeilingGC.CompareAndSwap(last, now) {
-		runtime.GC()
-	}
-	return float64(readHeap(s))+size > float64(ceiling)
-}
-
-// lastCeilingGC is when overCeiling last collected, in Unix nanoseconds.
-var lastCeilingGC atomic.Int64

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/dop251/goja"
 )
@@ -224,12 +225,25 @@ func (p *Pool) put(vm *VM) {
 		return
 	}
 	vm.retire()
+	// A runtime stopped for memory leaves garbage behind: it is collected
+	// before the runtime is replaced (see collectAfterStop).
+	spent, gone := vm.stoppedForMemory(), weak.Make(vm)
 	if p.closed.Load() || p.opts.Gate != nil {
 		// A gated pool makes the replacement when a call needs it.
-		p.spare <- struct{}{}
+		if !spent {
+			p.spare <- struct{}{}
+			return
+		}
+		go func() {
+			collectAfterStop(gone)
+			p.spare <- struct{}{}
+		}()
 		return
 	}
 	go func() {
+		if spent {
+			collectAfterStop(gone)
+		}
 		fresh, err := newVM(p.prog, &p.opts)
 		if err != nil || p.closed.Load() {
 			if fresh != nil {

@@ -48,7 +48,7 @@ func TestDroppedPoolDoesNotLeakIntoWatchdog(t *testing.T) {
 	if wp.Value() != nil {
 		t.Fatal("the watchdog keeps a dropped runtime alive")
 	}
-	watchdog.check(heapSample())
+	watchdog.check(watchSample())
 	watchdog.mu.Lock()
 	_, still := watchdog.vms[wp]
 	watchdog.mu.Unlock()
