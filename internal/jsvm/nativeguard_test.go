@@ -38,9 +38,14 @@ func TestRegexOperationLimit(t *testing.T) {
 	}
 	want := `[true,"x#y2",["a",",b"],1,["1","2"],"exec",1]`
 	// The guards leave goja's fast paths on: there, these take
-	// milliseconds; on the slow paths, tens of seconds.
-	if err := callWithin(p, "fastPaths", 2*time.Second); err != nil {
-		t.Errorf("fastPaths: %v", err)
+	// milliseconds; on the slow paths, tens of seconds. The race detector
+	// slows the fast paths tenfold, to near the regex limit on a loaded
+	// machine, so this is checked in the run without it (scripts/test.sh
+	// runs the package again).
+	if !raceDetector {
+		if err := callWithin(p, "fastPaths", 2*time.Second); err != nil {
+			t.Errorf("fastPaths: %v", err)
+		}
 	}
 	if got := mustJSON(t, p, "regexes"); got != want {
 		t.Errorf("regexes: got %s want %s", got, want)
