@@ -52,9 +52,11 @@ func TestDeadlineMovesPastStalls(t *testing.T) {
 	if _, err := callJSONDeadline(p, "busy", "[300, 1000]", 100*time.Millisecond); err == nil {
 		t.Fatal("300 ms of work passed a 100 ms deadline moved by at most 100 ms")
 	}
-	// Without a stall the deadline holds.
-	if _, err := callJSONDeadline(p, "busy", "[130, 0]", 100*time.Millisecond); err == nil {
-		t.Fatal("130 ms of work passed a 100 ms deadline without a stall")
+	// Without a stall the deadline holds. A real stall or a late timer on
+	// a loaded machine may still move it, by at most the grace: 250 ms of
+	// work ends past any such move.
+	if _, err := callJSONDeadline(p, "busy", "[250, 0]", 100*time.Millisecond); err == nil {
+		t.Fatal("250 ms of work passed a 100 ms deadline without a stall")
 	}
 }
 
