@@ -145,6 +145,26 @@ func (f *fileRun) async(vm *jsvm.VM, work func(ctx context.Context, tr *testRun)
 	})
 }
 
+// asActor is async for a call made as a: the actor (and t.as's user and
+// roles) is made off the runtime, before work.
+func (f *fileRun) asActor(vm *jsvm.VM, a actorSpec, work func(ctx context.Context, tr *testRun, actor engine.Actor) (any, error)) goja.Value {
+	return f.async(vm, func(ctx context.Context, tr *testRun) (any, error) {
+		actor, err := tr.engineActor(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		return work(ctx, tr, actor)
+	})
+}
+
+// written is a put's or delete's answer as the test sees it.
+func written(r appcode.WriteResult, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"id": r.ID, "rev": r.Rev, "seq": r.Seq}, nil
+}
+
 // invalid rejects at once with code invalid.
 func invalid(vm *jsvm.VM, format string, args ...any) goja.Value {
 	p, _, reject := vm.NewPromise()
@@ -258,16 +278,8 @@ func (f *fileRun) put(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 	if err != nil {
 		return invalid(vm, "put: the document cannot be written as JSON (%v)", err)
 	}
-	return f.async(vm, func(ctx context.Context, tr *testRun) (any, error) {
-		actor, err := tr.engineActor(ctx, a)
-		if err != nil {
-			return nil, err
-		}
-		r, err := tr.env.Engine.Put(ctx, actor, tr.env.App, db, id, body, po)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"id": r.ID, "rev": r.Rev, "seq": r.Seq}, nil
+	return f.asActor(vm, a, func(ctx context.Context, tr *testRun, actor engine.Actor) (any, error) {
+		return written(tr.env.Engine.Put(ctx, actor, tr.env.App, db, id, body, po))
 	})
 }
 
@@ -282,11 +294,7 @@ func (f *fileRun) get(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 	if !ok || id == "" {
 		return invalid(vm, `get needs a document id, e.g. t.db("%s").get("a")`, db)
 	}
-	return f.async(vm, func(ctx context.Context, tr *testRun) (any, error) {
-		actor, err := tr.engineActor(ctx, a)
-		if err != nil {
-			return nil, err
-		}
+	return f.asActor(vm, a, func(ctx context.Context, tr *testRun, actor engine.Actor) (any, error) {
 		doc, err := tr.env.Engine.Get(ctx, actor, tr.env.App, db, id)
 		if errs.Is(err, errs.NotFound) {
 			return json.RawMessage("null"), nil
@@ -311,16 +319,8 @@ func (f *fileRun) del(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 		return invalid(vm, "%v", err)
 	}
 	ifRev, _ := str(opts["ifRev"])
-	return f.async(vm, func(ctx context.Context, tr *testRun) (any, error) {
-		actor, err := tr.engineActor(ctx, a)
-		if err != nil {
-			return nil, err
-		}
-		r, err := tr.env.Engine.Delete(ctx, actor, tr.env.App, db, id, ifRev)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"id": r.ID, "rev": r.Rev, "seq": r.Seq}, nil
+	return f.asActor(vm, a, func(ctx context.Context, tr *testRun, actor engine.Actor) (any, error) {
+		return written(tr.env.Engine.Delete(ctx, actor, tr.env.App, db, id, ifRev))
 	})
 }
 
@@ -350,11 +350,7 @@ func (f *fileRun) query(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 	if v, ok := opts["limit"]; ok {
 		limit = int(v.ToInteger())
 	}
-	return f.async(vm, func(ctx context.Context, tr *testRun) (any, error) {
-		actor, err := tr.engineActor(ctx, a)
-		if err != nil {
-			return nil, err
-		}
+	return f.asActor(vm, a, func(ctx context.Context, tr *testRun, actor engine.Actor) (any, error) {
 		page, err := tr.env.Engine.Query(ctx, actor, tr.env.App, db, field, key, limit, after)
 		if err != nil {
 			return nil, err
@@ -418,11 +414,7 @@ func (f *fileRun) fetch(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 	if req.Path == "" {
 		req.Path = "/"
 	}
-	return f.async(vm, func(ctx context.Context, tr *testRun) (any, error) {
-		actor, err := tr.engineActor(ctx, a)
-		if err != nil {
-			return nil, err
-		}
+	return f.asActor(vm, a, func(ctx context.Context, tr *testRun, actor engine.Actor) (any, error) {
 		r, err := tr.env.Engine.Fetch(ctx, actor, tr.env.App, req)
 		if err != nil {
 			return nil, err
