@@ -54,6 +54,8 @@ type Capabilities struct {
 	Apps   AppWatcher
 	Nonces NonceKeeper
 	Heads  HeadHinter
+	// CommitClaims: Commit honours EventSpec.ClaimUntil.
+	CommitClaims bool
 }
 
 // Identity keeps users, their token hashes, apps and members.
@@ -340,6 +342,16 @@ type EventSpec struct {
 	Origin int64
 	// NextAt is when the event may first be delivered.
 	NextAt time.Time
+	// ClaimUntil, when set on an event due at once, asks Commit to claim
+	// it for the committer in the same transaction, leased until then and
+	// its run marked begun, as a ClaimEvents with Start would: a committer
+	// with a free slot then runs it at once, with no claim between the
+	// commit and the handler. The store does so only when no earlier live
+	// event of the document exists, and sets Claimed. A store may ignore
+	// it (Claimed stays false).
+	ClaimUntil time.Time
+	// Claimed is set by Commit when it claimed the event (ClaimUntil).
+	Claimed bool
 }
 
 // Transition is how often a field moved From one value To another.
@@ -392,6 +404,13 @@ type Claim struct {
 	Lease time.Duration
 	// Exclusive: the app's events go to one runner at a time.
 	Exclusive bool
+	// Start asks the claim to mark a run of each event it leases begun,
+	// as StartEvent would, for a caller that starts every event it claims
+	// at once: on a store across the network that saves a round trip
+	// between a commit and its handler. A store that does so sets
+	// Event.Started on those events; the caller calls StartEvent for the
+	// others. Ignored with Exclusive (those events run one after another).
+	Start bool
 }
 
 // Events is the outbox: onChange events waiting for delivery. A claimed
@@ -486,6 +505,10 @@ type Event struct {
 	// Running is set by ListEvents when a run of the event is in flight:
 	// started (StartEvent) and not settled.
 	Running bool
+	// Started is set by a claim that also marked the event's run begun
+	// (Claim.Start). Attempts and Interrupted still read as before that
+	// mark, and an interrupted event is never marked.
+	Started bool
 	Rev     Revision
 	// Old is the revision the write replaced; nil when the document was
 	// absent or deleted before it.

@@ -109,8 +109,10 @@ func (ar *appRunner) follow(app *appState) {
 	if ar.stopOld != nil {
 		ar.stopOld()
 	}
+	ar.mu.Lock()
 	ar.code = app.code
 	ar.runs, ar.stopOld = context.WithCancel(ar.r.ctx)
+	ar.mu.Unlock()
 }
 
 // claim starts runs while there are free slots and due events. It
@@ -121,7 +123,7 @@ func (ar *appRunner) claim(app *appState, be appcode.Backend) (busy bool) {
 	exclusive := cfg.Concurrency == 1
 	for {
 		ar.mu.Lock()
-		slots := cfg.Concurrency - ar.inflight
+		slots := cfg.Concurrency - ar.inflight - ar.reserved
 		// Set in the same critical section as the count is read: a run
 		// ending after it wakes the loop.
 		ar.starved = slots <= 0
@@ -137,7 +139,10 @@ func (ar *appRunner) claim(app *appState, be appcode.Backend) (busy bool) {
 			// event; the batch runs in the one slot.
 			want = batchSize
 		}
-		evs, err := e.st.ClaimEvents(ctx, store.Claim{AppID: ar.id, Now: e.clock.Now(), Limit: want, Lease: eventLease, Exclusive: exclusive})
+		// Every event of a shared claim starts at once, so the claim may
+		// mark the runs begun itself (deliverOne).
+		evs, err := e.st.ClaimEvents(ctx, store.Claim{AppID: ar.id, Now: e.clock.Now(), Limit: want, Lease: eventLease,
+			Exclusive: exclusive, Start: !exclusive})
 		if err != nil {
 			if ctx.Err() == nil { // not just the server stopping
 				e.log.Error("claiming onChange events", "app", ar.ref, "err", err)
@@ -169,11 +174,19 @@ func (ar *appRunner) claim(app *appState, be appcode.Backend) (busy bool) {
 // order, until ctx ends. Once an event of a document fails, the later
 // events of that document go back: they wait for its retry.
 func (ar *appRunner) run(ctx context.Context, app *appState, be appcode.Backend, evs []store.Event) {
+	ar.runIn(ctx, app, be, evs, false)
+}
+
+// runIn is run; with reserved, in the slot a write reserved (direct.go).
+func (ar *appRunner) runIn(ctx context.Context, app *appState, be appcode.Backend, evs []store.Event, reserved bool) {
 	if len(evs) == 0 {
 		return
 	}
 	ar.mu.Lock()
 	ar.inflight++
+	if reserved {
+		ar.reserved--
+	}
 	ar.mu.Unlock()
 	ar.r.wg.Add(1)
 	go func() {
@@ -200,12 +213,13 @@ func (ar *appRunner) run(ctx context.Context, app *appState, be appcode.Backend,
 			if ctx.Err() != nil {
 				// Stopped by a deploy: the events not started go back as
 				// they were. A server stopping leaves them to the store,
-				// which ends its leases when it closes.
+				// which ends its leases when it closes; but those whose
+				// claim marked them begun go back, or they would count
+				// as runs the server died in.
 				for _, ev := range evs[i:] {
-					if ar.r.ctx.Err() != nil {
-						break
+					if ar.r.ctx.Err() == nil || ev.Started {
+						ar.r.e.settle(ar, ev.Seq, giveBack(ev))
 					}
-					ar.r.e.settle(ar, ev.Seq, giveBack(ev))
 				}
 				return
 			}
@@ -217,6 +231,14 @@ func (ar *appRunner) run(ctx context.Context, app *appState, be appcode.Backend,
 			}
 		}
 	}()
+}
+
+// startEvent marks ev's run begun unless its claim already did.
+func startEvent(ctx context.Context, st store.Store, appID int64, ev store.Event) error {
+	if ev.Started {
+		return nil
+	}
+	return st.StartEvent(ctx, appID, ev.Seq)
 }
 
 // docKey names a document of the app.
@@ -271,7 +293,7 @@ func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be appcode.B
 	defer e.activity.Add(1)
 	// The attempt counts before the handler runs: a run that takes the
 	// server down with it is still a failed attempt on restart.
-	if err := e.st.StartEvent(ctx, ar.id, ev.Seq); err != nil {
+	if err := startEvent(ctx, e.st, ar.id, ev); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			// The lease ran out and another runner has the event.
 			ar.release(ev.Seq)
@@ -286,7 +308,11 @@ func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be appcode.B
 	}
 	start := e.clock.Now()
 	if e.observe != nil && ev.Attempts == 0 {
-		e.observe(start.Sub(ev.Rev.Time))
+		since := ev.Rev.Time
+		if t, ok := ar.committedAt(ev.Seq); ok {
+			since = t
+		}
+		e.observe(start.Sub(since))
 	}
 	// onChange acts as the writer of the revision it reacts to, one level
 	// deeper for the loop guard.

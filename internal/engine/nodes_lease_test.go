@@ -36,6 +36,15 @@ func (w leaseWatch) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Eve
 	return evs, err
 }
 
+// A commit may claim its own event (EventSpec.ClaimUntil).
+func (w leaseWatch) Commit(ctx context.Context, wr *store.Write) (int64, error) {
+	seq, err := w.Store.Commit(ctx, wr)
+	if err == nil && wr.Event != nil && wr.Event.Claimed {
+		w.claimed.Store(seq, w.node)
+	}
+	return seq, err
+}
+
 func (w leaseWatch) RenewEvents(ctx context.Context, appID int64, seqs []int64, until time.Time) error {
 	if w.frozen.Load() {
 		return nil

@@ -183,13 +183,20 @@ type appRunner struct {
 	reload chan struct{} // the code changed: the scheduler re-reads its interval
 
 	// code is the version whose onChange runs are going; stop ends them
-	// when another version goes live. Only the deliverer uses them.
+	// when another version goes live. Only the deliverer sets them, under
+	// mu; a write taking a slot reads them (direct.go).
 	code    *appCode
 	runs    context.Context
 	stopOld context.CancelFunc
 
 	mu       sync.Mutex
 	inflight int // runs in flight, each in a slot
+	// reserved are slots taken by writes whose commits may claim their
+	// events for this node (direct.go).
+	reserved int
+	// committed notes when the commits of events handed over directly
+	// returned, for Options.OnDelivery.
+	committed map[int64]time.Time
 	// starved: a claim found every slot taken, so the next run to end
 	// must wake the deliverer.
 	starved bool

@@ -192,18 +192,25 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate appco
 	w.Rev = nextRev(w.BaseRev, deleted, body)
 	var guarded bool
 	w.Event, guarded = e.eventFor(a, app, w, head)
+	slot := e.runner.reserve(app, w)
 	seq, err := e.st.Commit(ctx, w)
 	if errors.Is(err, store.ErrHeadMoved) {
+		slot.cancel()
 		return res, false, nil
 	}
 	if err != nil {
+		slot.cancel()
 		return res, true, commitError{internal(err)}
 	}
 	if w.GrantsChanged {
 		app.grants.clear()
 	}
 	e.activity.Add(1)
-	if w.Event != nil {
+	switch {
+	case slot != nil && w.Event.Claimed:
+		slot.start(app, w, head, seq, e.clock.Now())
+	case w.Event != nil:
+		slot.cancel()
 		e.runner.poke(app)
 	}
 	if guarded {

@@ -77,22 +77,55 @@ func queueHeads(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int, 
 }
 
 // queueEvents adds the outbox rows of the accepted writes that have one.
-func queueEvents(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int) {
-	var offsets, nextAt, origins []int64
+// An event its committer asked to claim (EventSpec.ClaimUntil) is leased
+// to this node and marked running as it goes in, when it is the first of
+// its document in the batch, and no earlier live event of its
+// document exists; Claimed tells the committer so once the batch commits.
+func queueEvents(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int, node string) (claimed func() map[int64]bool) {
+	var offsets, nextAt, origins, until []int64
 	var depths []int32
 	var dbs, ids []string
+	seen := map[docKey]bool{}
+	asked := false
 	for j, i := range accepted {
-		if ev := batch[i].w.Event; ev != nil {
-			dbs, ids = append(dbs, batch[i].w.DB), append(ids, batch[i].w.ID)
-			offsets = append(offsets, int64(j)+1)
-			depths = append(depths, int32(ev.Depth))
-			nextAt = append(nextAt, ev.NextAt.UnixNano())
-			origins = append(origins, ev.Origin)
+		w := batch[i].w
+		ev := w.Event
+		if ev == nil {
+			continue
 		}
+		k := docKey{w.DB, w.ID}
+		var u int64
+		if !ev.ClaimUntil.IsZero() && !seen[k] {
+			u, asked = ev.ClaimUntil.UnixNano(), true
+		}
+		seen[k] = true
+		dbs, ids = append(dbs, w.DB), append(ids, w.ID)
+		offsets = append(offsets, int64(j)+1)
+		depths = append(depths, int32(ev.Depth))
+		nextAt = append(nextAt, ev.NextAt.UnixNano())
+		origins = append(origins, ev.Origin)
+		until = append(until, u)
 	}
-	if len(offsets) > 0 {
+	if len(offsets) == 0 {
+		return func() map[int64]bool { return nil }
+	}
+	if !asked {
 		b.Queue(sqlAddEvents, app, n, offsets, depths, nextAt, origins, dbs, ids)
+		return func() map[int64]bool { return nil }
 	}
+	got := map[int64]bool{}
+	b.Queue(sqlAddClaimedEvents, app, n, offsets, depths, nextAt, origins, dbs, ids, until, node).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var seq int64
+			var leased bool
+			if err := rows.Scan(&seq, &leased); err != nil {
+				return err
+			}
+			got[seq] = leased
+		}
+		return rows.Err()
+	})
+	return func() map[int64]bool { return got }
 }
 
 // queueGrants brings grants (each live document's grants) and

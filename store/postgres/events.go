@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,6 +22,10 @@ import (
 const eventCols = `e.seq, e.depth, e.origin, e.attempts, e.next_at, e.dead, e.last_error, e.running,
 	r.db, r.id, r.rev, r.deleted, r.body, r.time, r.writer_user, r.writer_device, r.writer_handler, r.path, r.channels,
 	o.seq, o.rev, o.deleted, o.body`
+
+// claimCols is eventCols with the attempts and the running mark as the
+// claim found them (picked p), before a Claim.Start marked the run.
+var claimCols = strings.NewReplacer("e.attempts", "p.attempts", "e.running", "p.running").Replace(eventCols)
 
 const eventJoins = `
 	JOIN revisions r ON r.app_id = e.app_id AND r.seq = e.seq
@@ -57,17 +62,19 @@ func claimSQL(gate string) string {
 		(SELECT seq FROM events c WHERE app_id = $1 AND NOT dead AND lease_until > 0 AND lease_until <= $2 AND next_at <= $2` + gate + `
 		ORDER BY seq LIMIT 2 * $3 + 200)
 	), picked AS (
-		SELECT ev.seq FROM (SELECT seq FROM cand ORDER BY seq OFFSET 0) c,
-		LATERAL (SELECT seq FROM events WHERE app_id = $1 AND seq = c.seq
+		SELECT ev.seq, ev.attempts, ev.running FROM (SELECT seq FROM cand ORDER BY seq OFFSET 0) c,
+		LATERAL (SELECT seq, attempts, running FROM events WHERE app_id = $1 AND seq = c.seq
 			AND NOT dead AND next_at <= $2 AND lease_until <= $2
 			FOR UPDATE SKIP LOCKED OFFSET 0) ev
 		LIMIT $3
 	), e AS (
-		UPDATE events SET lease_until = $4, lease_owner = $5
+		UPDATE events SET lease_until = $4, lease_owner = $5,
+			attempts = attempts + (CASE WHEN $6 AND NOT running THEN 1 ELSE 0 END), running = running OR $6
 		WHERE app_id = $1 AND seq = ANY(ARRAY(SELECT seq FROM picked))
 		RETURNING *
 	)
-	SELECT ` + eventCols + ` FROM e
+	SELECT ` + claimCols + ` FROM e
+	JOIN picked p ON p.seq = e.seq
 	CROSS JOIN LATERAL (SELECT * FROM revisions WHERE app_id = $1 AND seq = e.seq OFFSET 0) r
 	LEFT JOIN LATERAL (SELECT * FROM revisions WHERE app_id = $1 AND seq = r.prev_seq AND r.prev_seq > 0 OFFSET 0) o ON true
 	ORDER BY e.seq`
@@ -112,11 +119,10 @@ const sqlClaimPlan = `SET LOCAL plan_cache_mode = force_custom_plan`
 // rate by the flush time.
 // An exclusive claim leases only while no node holds a live lease of the
 // app; see store.Events.
+// With c.Start it also marks the runs begun (see settle.go for StartEvent's
+// own mark, which it spares).
 func (s *Store) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Event, error) {
-	return s.claimEvents(ctx, c.AppID, c.Now, c.Limit, c.Lease, c.Exclusive)
-}
-
-func (s *Store) claimEvents(ctx context.Context, appID int64, now time.Time, limit int, lease time.Duration, exclusive bool) ([]store.Event, error) {
+	appID, now, limit, lease, exclusive := c.AppID, c.Now, c.Limit, c.Lease, c.Exclusive
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -130,9 +136,13 @@ func (s *Store) claimEvents(ctx context.Context, appID int64, now time.Time, lim
 		b.Queue(sqlClaimLock, claimLockSpace, appID)
 		q = sqlClaimExclusive
 	}
-	b.Queue(q, appID, now.UnixNano(), limit, now.Add(lease).UnixNano(), s.node).Query(func(rows pgx.Rows) error {
+	start := c.Start && !c.Exclusive
+	b.Queue(q, appID, now.UnixNano(), limit, now.Add(lease).UnixNano(), s.node, start).Query(func(rows pgx.Rows) error {
 		var err error
 		evs, err = scanEvents(appID, rows, nil)
+		for i := range evs {
+			evs[i].Started = start && !evs[i].Interrupted
+		}
 		return err
 	})
 	b.Queue("COMMIT")

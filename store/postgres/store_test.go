@@ -548,10 +548,10 @@ func TestClaimPlanUsesIndexes(t *testing.T) {
 		if _, err := tx.Exec(ctx, sqlClaimPlan); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `PREPARE claim (int8, int8, int8, int8, text) AS `+sqlClaim); err != nil {
+		if _, err := tx.Exec(ctx, `PREPARE claim (int8, int8, int8, int8, text, bool) AS `+sqlClaim); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, fmt.Sprintf(`EXPLAIN EXECUTE claim(%d, 1000, 10, 2000, 'me')`, app))
+		rows, err := tx.Query(ctx, fmt.Sprintf(`EXPLAIN EXECUTE claim(%d, 1000, 10, 2000, 'me', true)`, app))
 		if err != nil {
 			return err
 		}

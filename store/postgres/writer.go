@@ -77,6 +77,17 @@ const (
 		SELECT $1, ` + firstSeq + ` + e.n, e.depth, e.next_at, e.origin, e.db, e.doc_id
 		FROM (SELECT unnest($3::int8[]) AS n, unnest($4::int4[]) AS depth, unnest($5::int8[]) AS next_at,
 			unnest($6::int8[]) AS origin, unnest($7::text[]) AS db, unnest($8::text[]) AS doc_id) e`
+	// sqlAddClaimedEvents is sqlAddEvents where a row with a lease end
+	// ($9) is leased to node $10 and its run marked begun, unless an
+	// earlier live event of its document exists. It returns each row's seq
+	// and whether it was claimed.
+	sqlAddClaimedEvents = `INSERT INTO events (app_id, seq, depth, next_at, origin, db, doc_id, lease_until, lease_owner, running, attempts)
+		SELECT $1, ` + firstSeq + ` + e.n, e.depth, e.next_at, e.origin, e.db, e.doc_id, c.until, c.owner, c.until > 0, (c.until > 0)::int
+		FROM (SELECT unnest($3::int8[]) AS n, unnest($4::int4[]) AS depth, unnest($5::int8[]) AS next_at,
+			unnest($6::int8[]) AS origin, unnest($7::text[]) AS db, unnest($8::text[]) AS doc_id, unnest($9::int8[]) AS until) e,
+		LATERAL (SELECT CASE WHEN claim THEN e.until ELSE 0 END AS until, CASE WHEN claim THEN $10 ELSE '' END AS owner
+			FROM (SELECT e.until > 0 AND NOT EXISTS (SELECT 1 FROM events p WHERE p.app_id = $1 AND p.db = e.db AND p.doc_id = e.doc_id AND NOT p.dead) AS claim) x) c
+		RETURNING seq, lease_until > 0`
 	sqlDropGrants = `DELETE FROM grants WHERE app_id = $1 AND db = $2 AND doc_id = $3`
 	sqlAddGrants  = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel)
 		SELECT $1, unnest($2::text[]), unnest($3::text[]), unnest($4::text[]), unnest($5::text[]), unnest($6::text[])`
@@ -310,8 +321,13 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 	for _, i := range grantWrites {
 		batch[i].w.GrantsChanged = *grantsMoved
 	}
+	claimed := t.claimed()
 	for j, i := range accepted {
-		results[i] = commitRes{seq: t.last - t.n + int64(j) + 1}
+		seq := t.last - t.n + int64(j) + 1
+		results[i] = commitRes{seq: seq}
+		if ev := batch[i].w.Event; ev != nil {
+			ev.Claimed = claimed[seq]
+		}
 	}
 	s.hintHeads(app, batch, accepted, keys, states, t.last)
 	return false, nil
@@ -431,6 +447,8 @@ type writeTrip struct {
 	last      int64   // the batch's last seq, once taken
 	committed bool    // COMMIT succeeded
 	newDBs    []dbKey // databases the batch creates
+	// claimed returns the seqs of the events claimed for their committers.
+	claimed func() map[int64]bool
 }
 
 // queueWrites queues the second round trip: take the seqs, write the
@@ -454,7 +472,7 @@ func (s *Store) queueWrites(app int64, batch []*commitReq, accepted []int, keys 
 	queueLedger(t.b, app, t.n, batch, accepted)
 	queueHeads(t.b, app, t.n, batch, accepted, keys, states)
 	t.b.QueuedQueries = append(t.b.QueuedQueries, grants.QueuedQueries...)
-	queueEvents(t.b, app, t.n, batch, accepted)
+	t.claimed = queueEvents(t.b, app, t.n, batch, accepted, s.node)
 	t.b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
 		if ct.String() != "COMMIT" {
 			return fmt.Errorf("commit of %d writes ended in %s", t.n, ct)

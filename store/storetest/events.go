@@ -28,6 +28,8 @@ var eventTests = []test{
 	{"StartCountsTheAttempt", testEventsStart},
 	{"InterruptedAfterLease", testEventsInterrupted},
 	{"InterruptedAfterReopen", testEventsInterruptedReopen},
+	{"ClaimThatStartsRuns", testEventsClaimStart},
+	{"CommitThatClaims", testEventsCommitClaim},
 	{"DeadAndReplay", testEventsDead},
 	{"ReplayStartsAChain", testEventsReplayOrigin},
 	{"SettledStaySettled", testEventsSettledStaySettled},
@@ -315,6 +317,107 @@ func testEventsInterruptedReopen(t *testing.T, e *env) {
 	wantInterrupted(t, "claim after a reopen", evs, ss[1])
 	wantState(t, "interrupted event", &evs[1], 1, "", t0)
 	wantState(t, "event never started", &evs[0], 0, "", t0)
+}
+
+// testEventsClaimStart: a claim with Start leaves each event as if
+// StartEvent had followed it (the store marked it, Started) or not (the
+// caller starts it): either way a run begun counts once, comes back
+// interrupted after the lease, and is never marked again. Attempts read
+// as before the mark, and an exclusive claim marks nothing.
+func testEventsClaimStart(t *testing.T, e *env) {
+	app := e.app("alice", "jobs")
+	t0 := e.clk.Now()
+	ss := e.emitN(app, 3, t0)
+	claim := func(now time.Time, c store.Claim) []store.Event {
+		t.Helper()
+		c.AppID, c.Now, c.Limit, c.Lease = app, now, 10, lease
+		evs, err := e.st.ClaimEvents(e.ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+	evs := claim(t0, store.Claim{Start: true})
+	if got := seqs(evs); !slices.Equal(got, ss) {
+		t.Fatalf("claim with Start = seqs %v, want %v", got, ss)
+	}
+	wantInterrupted(t, "claim with Start", evs, 0)
+	for i := range evs {
+		wantState(t, "event claimed with Start", &evs[i], 0, "", t0)
+		if !evs[i].Started {
+			e.start(app, evs[i].Seq)
+		}
+	}
+	for _, s := range ss {
+		wantState(t, fmt.Sprintf("running event %d", s), find(e.listEvents(app, false), s), 1, "", t0)
+	}
+	// The runs never settle: after the lease they are interrupted, their
+	// one attempt counted, and a claim with Start does not mark them again.
+	t1 := t0.Add(lease)
+	evs = claim(t1, store.Claim{Start: true})
+	for i := range evs {
+		if !evs[i].Interrupted || evs[i].Started {
+			t.Fatalf("event %d after the lease: interrupted %v, started %v; want interrupted, not started", evs[i].Seq, evs[i].Interrupted, evs[i].Started)
+		}
+		wantState(t, "interrupted event", &evs[i], 1, "", t0)
+	}
+	// Given back with no attempt: ordinary events again. An exclusive
+	// claim with Start leaves the starting to its caller.
+	for _, s := range ss {
+		e.settle(app, s, store.Settlement{Attempts: 0, NextAt: t1})
+	}
+	e.waitDue(app, t1)
+	evs = claim(t1, store.Claim{Start: true, Exclusive: true})
+	if len(evs) == 0 {
+		t.Fatal("an exclusive claim of the events given back took none")
+	}
+	for i := range evs {
+		if evs[i].Interrupted || evs[i].Started {
+			t.Fatalf("event %d of an exclusive claim: interrupted %v, started %v; want neither", evs[i].Seq, evs[i].Interrupted, evs[i].Started)
+		}
+		wantState(t, "event given back", &evs[i], 0, "", t1)
+	}
+}
+
+// testEventsCommitClaim: a commit asked to claim its event (ClaimUntil)
+// leases it and marks its run begun, as a claim with Start would, when no
+// earlier live event of the document exists; otherwise, or on a store
+// without CommitClaims, the event waits for a claim as any other.
+func testEventsCommitClaim(t *testing.T, e *env) {
+	app := e.app("alice", "jobs")
+	t0 := e.clk.Now()
+	honoured := e.st.Capabilities().CommitClaims
+	ask := func(id string) (*store.Write, int64) {
+		t.Helper()
+		w := e.over(app, "jobs", id, `{}`)
+		w.Event = &store.EventSpec{NextAt: t0, ClaimUntil: t0.Add(lease)}
+		return w, e.commit(w)
+	}
+	w1, s1 := ask("x")
+	if w1.Event.Claimed != honoured {
+		t.Fatalf("Claimed = %v on a store with CommitClaims %v", w1.Event.Claimed, honoured)
+	}
+	// A later write of the same document waits behind the first event.
+	w2, s2 := ask("x")
+	if w2.Event.Claimed {
+		t.Fatal("a commit claimed an event of a document whose earlier event is live")
+	}
+	if !honoured {
+		e.wantClaim(app, t0, 10, s1)
+		return
+	}
+	e.wantClaim(app, t0, 10)
+	wantState(t, "event claimed by its commit", find(e.listEvents(app, false), s1), 1, "", t0)
+	if ev := find(e.listEvents(app, false), s1); !ev.Running {
+		t.Fatal("the event claimed by its commit is not listed as running")
+	}
+	// Its run never settles: after the lease it is interrupted.
+	evs := e.wantClaim(app, t0.Add(lease), 10, s1)
+	wantInterrupted(t, "claim after the commit's lease", evs, s1)
+	e.settle(app, s1, store.Settlement{Ack: true})
+	e.waitGone(app, s1)
+	evs = e.wantClaim(app, t0.Add(lease), 10, s2)
+	wantInterrupted(t, "claim of the later event", evs, 0)
 }
 
 // testEventsDead: a dead event is parked, listed as dead, never handed

@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/store"
+)
+
+// Direct hand-off: on a store across the network (store.Capabilities
+// CommitClaims), a write whose app has a free onChange slot on this node
+// asks its Commit to claim its event too. The event then runs as soon as
+// the commit returns, with no claim between them, which on PostgreSQL is
+// a transaction of its own. Everything else about the event is as if the
+// deliverer had claimed it: the same lease, renewals and settlement, and
+// the store still holds a document's later events back until it settles.
+
+// slot is a run slot reserved for a write's event before its commit.
+type slot struct {
+	ar   *appRunner
+	code *appCode // the version whose runs the slot joins
+}
+
+// reserve takes a free slot of app's runner for w's event and asks the
+// commit to claim it; nil when there is none to take, or no reason to.
+func (r *runner) reserve(app *appState, w *store.Write) *slot {
+	if r == nil || w.Event == nil || !r.e.caps.CommitClaims || w.Event.NextAt.After(r.e.clock.Now()) {
+		return nil
+	}
+	be := app.backend()
+	if be == nil || !be.Has(appcode.OnChange) {
+		return nil
+	}
+	cfg := be.Config().OnChange
+	if cfg.Concurrency <= 1 {
+		return nil // strict order: the exclusive claim decides
+	}
+	ar := r.ensure(app)
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	if ar.runs == nil || !sameCode(ar.code, app.code) || ar.inflight+ar.reserved >= cfg.Concurrency {
+		return nil
+	}
+	ar.reserved++
+	w.Event.ClaimUntil = r.e.clock.Now().Add(eventLease)
+	return &slot{ar: ar, code: ar.code}
+}
+
+// cancel gives the slot back: the commit failed or did not claim.
+func (s *slot) cancel() {
+	if s == nil {
+		return
+	}
+	s.ar.mu.Lock()
+	s.ar.reserved--
+	s.ar.mu.Unlock()
+	signal(s.ar.wake)
+}
+
+// start runs the event the commit of w claimed (seq; head is the revision
+// it replaced) in the reserved slot. committed is when the commit
+// returned, for Options.OnDelivery.
+func (s *slot) start(app *appState, w *store.Write, head *store.Doc, seq int64, committed time.Time) {
+	ar := s.ar
+	ev := committedEvent(app, w, head, seq)
+	ar.hold([]store.Event{ev})
+	ar.mu.Lock()
+	ctx, live := ar.runs, sameCode(ar.code, s.code) && sameCode(s.code, app.code)
+	if ar.r.e.observe != nil {
+		if ar.committed == nil {
+			ar.committed = map[int64]time.Time{}
+		}
+		ar.committed[seq] = committed
+	}
+	ar.mu.Unlock()
+	if !live {
+		// A deploy went live since the slot was taken: the event goes
+		// back, and the deliverer runs it with the new code.
+		s.cancel()
+		ar.r.wg.Add(1)
+		go func() { defer ar.r.wg.Done(); ar.r.e.settle(ar, seq, giveBack(ev)) }()
+		return
+	}
+	ar.runIn(ctx, app, app.backend(), []store.Event{ev}, true)
+}
+
+// committedEvent is the event of w, committed at seq, as a claim would
+// read it back.
+func committedEvent(app *appState, w *store.Write, head *store.Doc, seq int64) store.Event {
+	ev := store.Event{AppID: app.ID, Seq: seq, Depth: w.Event.Depth, Origin: w.Event.Origin, NextAt: w.Event.NextAt, Started: true,
+		Rev: store.Revision{Doc: store.Doc{DB: w.DB, ID: w.ID, Rev: w.Rev, Deleted: w.Deleted, Body: w.Body, Seq: seq, Time: w.Time,
+			Channels: w.Channels}, Writer: w.Writer, Path: w.Path}}
+	if head != nil && !head.Deleted {
+		ev.Old = &store.Revision{Doc: store.Doc{DB: w.DB, ID: w.ID, Rev: head.Rev, Body: head.Body, Seq: head.Seq, Time: head.Time,
+			Channels: head.Channels}}
+	}
+	return ev
+}
+
+// committedAt takes the moment the commit of a directly handed event
+// returned, if it was noted.
+func (ar *appRunner) committedAt(seq int64) (time.Time, bool) {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	t, ok := ar.committed[seq]
+	delete(ar.committed, seq)
+	return t, ok
+}
