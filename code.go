@@ -17,8 +17,8 @@ import (
 )
 
 // The engine keeps an app's live code as source text in its store and
-// compiles it whenever it loads the app, through appcode.Runtime and
-// appcode.BackendCompiler. A Go app's live code is a stub that names the
+// compiles it whenever it loads the app, through appcode.Compiler. A Go
+// app's live code is a stub that names the
 // app, and compiling it here finds the app among this instance's.
 //
 // The stub is also JavaScript that refuses every write: a server without
@@ -73,8 +73,7 @@ type code struct {
 }
 
 var (
-	_ appcode.Runtime         = (*code)(nil)
-	_ appcode.BackendCompiler = (*code)(nil)
+	_ appcode.Compiler = (*code)(nil)
 )
 
 func (c *code) app(source string) (*goApp, error) {
@@ -97,9 +96,6 @@ func (c *code) CompileAccess(_, source string) (appcode.AccessFunc, error) {
 	}
 	return tables{a, c.log}, nil
 }
-
-// CheckBackend is never called: the engine compiles backends itself.
-func (c *code) CheckBackend(string, string) error { return nil }
 
 func (c *code) CompileBackend(_, source string) (appcode.Backend, error) {
 	a, err := c.app(source)

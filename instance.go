@@ -98,7 +98,7 @@ func start(ctx context.Context, st store.Store, o Options, apps map[string]*goAp
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	c.e = engine.New(st, engine.Options{Clock: o.Clock, Logger: c.log, Runtime: c, Backends: c, OnDelivery: o.OnDelivery})
+	c.e = engine.New(st, engine.Options{Clock: o.Clock, Logger: c.log, Code: c, OnDelivery: o.OnDelivery})
 	in := &Instance{e: c.e}
 	if _, err := in.e.Bootstrap(ctx, ""); err != nil {
 		return nil, err

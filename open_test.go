@@ -6,10 +6,10 @@ import (
 
 	"github.com/handoff-run/handoff"
 	"github.com/handoff-run/handoff/errs"
-	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/engine"
 	"github.com/handoff-run/handoff/internal/enginehook"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -64,7 +64,7 @@ func TestServedWithoutGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	e := engine.New(st, engine.Options{Runtime: access.New(access.Options{})})
+	e := engine.New(st, engine.Options{Code: jsapp.New(jsapp.Options{})})
 	for _, db := range []string{"jobs", "other"} {
 		_, err = e.Put(ctx, engine.Actor{User: "alice"}, "alice/work", db, "j", []byte(`{"status":"pending"}`), appcode.PutOptions{})
 		if !errs.Is(err, errs.Forbidden) {

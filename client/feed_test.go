@@ -14,9 +14,9 @@ import (
 
 	"github.com/handoff-run/handoff/client"
 	"github.com/handoff-run/handoff/errs"
-	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/internal/server"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
@@ -75,7 +75,7 @@ func newFeedEnv(t *testing.T, heartbeat time.Duration) *feedEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e := engine.New(st, engine.Options{Runtime: access.New(access.Options{})})
+	e := engine.New(st, engine.Options{Code: jsapp.New(jsapp.Options{})})
 	if _, err := e.Bootstrap(ctx, "hnd_admin"); err != nil {
 		t.Fatal(err)
 	}

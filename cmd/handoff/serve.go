@@ -15,9 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/handoff-run/handoff/errs"
-	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/backend"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/internal/jsvm"
 	"github.com/handoff-run/handoff/internal/server"
 	"github.com/handoff-run/handoff/store"
@@ -154,8 +154,7 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	eng := engine.New(st, engine.Options{
 		SecretKey: secretKey,
 		Logger:    log,
-		Runtime:   access.New(access.Options{}),
-		Backends:  backend.New(backend.Options{Logger: log}),
+		Code:      jsapp.New(jsapp.Options{Backend: backend.Options{Logger: log}}),
 	})
 	envToken := c.getenv("HANDOFF_ADMIN_TOKEN")
 	token, err := eng.Bootstrap(ctx, envToken)

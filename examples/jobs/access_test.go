@@ -18,6 +18,7 @@ import (
 	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -55,7 +56,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	clk := clock.NewVirtual(time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC))
-	e := engine.New(st, engine.Options{Clock: clk, Runtime: access.New(access.Options{Now: clk.Now})})
+	e := engine.New(st, engine.Options{Clock: clk, Code: jsapp.New(jsapp.Options{Access: access.Options{Now: clk.Now}})})
 	en := &env{t: t, ctx: context.Background(), clk: clk, e: e}
 	if _, err := e.Bootstrap(en.ctx, ""); err != nil {
 		t.Fatal(err)

@@ -17,11 +17,11 @@ import (
 	"testing"
 
 	"github.com/handoff-run/handoff/errs"
-	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/appdir"
 	"github.com/handoff-run/handoff/internal/backend"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/internal/server"
 	"github.com/handoff-run/handoff/internal/testenv"
 	"github.com/handoff-run/handoff/store/sqlite"
@@ -54,7 +54,7 @@ func newEnv(t *testing.T, withSecret bool) *env {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	key := make([]byte, 32)
 	e := engine.New(st, engine.Options{Logger: log, SecretKey: key,
-		Runtime: access.New(access.Options{}), Backends: backend.New(backend.Options{Logger: log})})
+		Code: jsapp.New(jsapp.Options{Backend: backend.Options{Logger: log}})})
 	if _, err := e.Bootstrap(ctx, ""); err != nil {
 		t.Fatal(err)
 	}

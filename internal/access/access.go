@@ -1,5 +1,5 @@
 // Package access runs access.js, the transition table, on the JavaScript
-// VM. It implements appcode.Runtime: the engine decides when a write needs
+// VM, for package jsapp's appcode.Compiler: the engine decides when a write needs
 // a decision and which head it is made against; this package only turns
 // (doc, oldDoc, user, ctx) into channels and grants, or a refusal.
 package access
@@ -36,8 +36,6 @@ type Options struct {
 // Runtime compiles access.js into pools of JavaScript runtimes.
 type Runtime struct{ o Options }
 
-var _ appcode.Runtime = (*Runtime)(nil)
-
 // New returns a Runtime.
 func New(o Options) *Runtime {
 	if o.Now == nil {
@@ -67,14 +65,6 @@ func (r *Runtime) CompileAccess(filename, source string) (appcode.AccessFunc, er
 	}
 	f.pool, f.exports = pool, pool.Exports()
 	return f, nil
-}
-
-// CheckBackend refuses a backend.js that does not compile.
-func (r *Runtime) CheckBackend(filename, source string) error {
-	if _, err := jsvm.Compile(filename, source); err != nil {
-		return compileError(err)
-	}
-	return nil
 }
 
 func compileError(err error) error {

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
@@ -42,7 +42,7 @@ func TestGrantLookupsDoNotGrowWithDocuments(t *testing.T) {
 	defer st.Close()
 	cs := &countingStore{Store: st}
 	ctx := context.Background()
-	e := engine.New(cs, engine.Options{Runtime: access.New(access.Options{})})
+	e := engine.New(cs, engine.Options{Code: jsapp.New(jsapp.Options{})})
 	if _, err := e.Bootstrap(ctx, ""); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -53,7 +54,7 @@ func newEnvWith(t testing.TB, eo engine.Options, ao access.Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	eo.Runtime = access.New(ao)
+	eo.Code = jsapp.New(jsapp.Options{Access: ao})
 	en := &env{t: t, ctx: context.Background(), st: st, e: engine.New(st, eo)}
 	if _, err := en.e.Bootstrap(en.ctx, ""); err != nil {
 		t.Fatal(err)

@@ -11,15 +11,18 @@ import (
 // DefaultAccessTimeout is the deadline of one access-function call.
 const DefaultAccessTimeout = 100 * time.Millisecond
 
-// Runtime compiles and runs app code. The engine only knows this
-// interface; package access implements it on the JavaScript VM.
-type Runtime interface {
+// Compiler turns an app's code into its access function and its
+// handlers: the one way code comes into the engine, which knows only this
+// interface. Package jsapp implements it on the JavaScript VM; the
+// embedding package handoff on tables and handlers written in Go.
+type Compiler interface {
 	// CompileAccess compiles an access.js source. A syntax error is an
 	// *errs.Error with code invalid naming the file, line and column.
 	CompileAccess(filename, source string) (AccessFunc, error)
-	// CheckBackend compiles a backend.js source only to refuse bad code at
-	// deploy time.
-	CheckBackend(filename, source string) error
+	// CompileBackend compiles a backend.js source, runs its top level and
+	// checks its config. Bad code or config is an *errs.Error with code
+	// invalid that names the file, line and column, or the config field.
+	CompileBackend(filename, source string) (Backend, error)
 }
 
 // AccessFunc is one compiled access.js: the transition table.

@@ -6,15 +6,6 @@ import (
 	"time"
 )
 
-// BackendCompiler compiles backend.js. Package backend implements it on
-// the JavaScript VM.
-type BackendCompiler interface {
-	// CompileBackend compiles source, runs its top level and checks its
-	// config. Bad code or config is an *errs.Error with code invalid that
-	// names the file, line and column, or the config field.
-	CompileBackend(filename, source string) (Backend, error)
-}
-
 // Backend is one compiled backend.js.
 type Backend interface {
 	// Config is the checked `config` export, defaults filled in.

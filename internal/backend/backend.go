@@ -1,5 +1,6 @@
 // Package backend runs backend.js, the app's server-side handlers, on the
-// JavaScript VM (docs/architecture.md, "backend.js and delivery"). It implements appcode.BackendCompiler: the
+// JavaScript VM (docs/architecture.md, "backend.js and delivery"), for
+// package jsapp's appcode.Compiler: the
 // engine decides when an event is delivered or a tick is due and what a
 // handler's writes may do (appcode.HandlerContext); this package only turns
 // that into a call of the user's onChange, scheduled or fetch, with the
@@ -75,8 +76,6 @@ type Options struct {
 
 // Compiler compiles backend.js into Backends.
 type Compiler struct{ o Options }
-
-var _ appcode.BackendCompiler = (*Compiler)(nil)
 
 // New returns a Compiler.
 func New(o Options) *Compiler {

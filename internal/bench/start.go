@@ -7,10 +7,10 @@ import (
 
 	"github.com/handoff-run/handoff"
 	"github.com/handoff-run/handoff/examples"
-	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/backend"
 	"github.com/handoff-run/handoff/internal/engine"
 	"github.com/handoff-run/handoff/internal/enginehook"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -39,8 +39,7 @@ func startJobs(ctx context.Context, st store.Store, o JobsOptions, onDelivery fu
 	}
 	e = engine.New(st, engine.Options{
 		Logger:     o.Logger,
-		Runtime:    access.New(access.Options{}),
-		Backends:   backend.New(backend.Options{Logger: o.Logger}),
+		Code:       jsapp.New(jsapp.Options{Backend: backend.Options{Logger: o.Logger}}),
 		OnDelivery: onDelivery,
 	})
 	if _, err := e.Bootstrap(ctx, ""); err != nil {

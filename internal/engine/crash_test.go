@@ -79,7 +79,7 @@ func (r *crashRig) boot(first bool) {
 		r.t.Fatal(err)
 	}
 	r.st = &mortalStore{Store: st}
-	r.e = engine.New(r.st, engine.Options{Clock: r.clk, Runtime: appcodetest.NoAccess{}, Backends: appcodetest.Compiler{B: r.b}, PollEvery: time.Hour})
+	r.e = engine.New(r.st, engine.Options{Clock: r.clk, Code: appcodetest.Compiler{B: r.b}, PollEvery: time.Hour})
 	if first {
 		deployGoApp(r.t, r.e)
 	}

@@ -52,7 +52,7 @@ func newDeliveryEnv(t *testing.T, b *appcodetest.Backend) *deliveryEnv {
 	if b.Cfg.OnChange.Timeout == 0 {
 		b.Cfg.OnChange.Timeout = appcode.DefaultRunTimeout
 	}
-	e := engine.New(st, engine.Options{Clock: clk, Runtime: appcodetest.NoAccess{}, Backends: appcodetest.Compiler{B: b}})
+	e := engine.New(st, engine.Options{Clock: clk, Code: appcodetest.Compiler{B: b}})
 	deployGoApp(t, e)
 	if err := e.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -192,7 +192,7 @@ func startWithWaiting(t *testing.T, st store.Store, b *appcodetest.Backend, n in
 	t.Helper()
 	ctx := context.Background()
 	o.Clock = clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC))
-	o.Runtime, o.Backends = appcodetest.NoAccess{}, appcodetest.Compiler{B: b}
+	o.Code = appcodetest.Compiler{B: b}
 	e := engine.New(st, o)
 	deployGoApp(t, e)
 	for i := range n {

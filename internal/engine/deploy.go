@@ -28,8 +28,8 @@ func (e *Engine) loadCode(ctx context.Context, appID int64, ref string) (*appCod
 		return v.(*appCode), nil
 	}
 	c := &appCode{version: cv.Version, static: newStaticFiles(cv.Files, cv.Created)}
-	if cv.Backend != "" && e.backends != nil {
-		if c.backend, err = e.backends.CompileBackend(appcode.BackendFile, cv.Backend); err != nil {
+	if cv.Backend != "" {
+		if c.backend, err = e.code.CompileBackend(appcode.BackendFile, cv.Backend); err != nil {
 			// Events stay in the outbox until a version that compiles is
 			// live: nothing is lost, nothing runs broken code.
 			e.log.Error("active backend.js does not compile", "app", ref, "version", cv.Version, "err", err)
@@ -39,17 +39,25 @@ func (e *Engine) loadCode(ctx context.Context, appID int64, ref string) (*appCod
 	if cv.Access == "" {
 		return c, nil
 	}
-	if e.rt == nil {
-		c.access = brokenAccess{errs.New(errs.Unavailable, "app %s has access.js (version %d) but this server runs no JavaScript; start it with `handoff serve`", ref, cv.Version)}
-		return c, nil
-	}
-	if c.access, err = e.rt.CompileAccess(appcode.AccessFile, cv.Access); err != nil {
+	if c.access, err = e.code.CompileAccess(appcode.AccessFile, cv.Access); err != nil {
+		if errs.Is(err, errs.Unavailable) { // this server runs no code
+			c.access = brokenAccess{errs.New(errs.Unavailable, "app %s has access.js (version %d) but this server runs no app code; serve it with `handoff serve`", ref, cv.Version)}
+			return c, nil
+		}
 		e.log.Error("active access.js does not compile", "app", ref, "version", cv.Version, "err", err)
 		c.access = brokenAccess{errs.New(errs.AccessError, "app %s: access.js version %d does not compile (%v); deploy a fixed version or roll back", ref, cv.Version, err)}
 		c.broken = true
 	}
 	return c, nil
 }
+
+// noCode is the compiler of an engine given none: it refuses all code.
+type noCode struct{}
+
+var errNoCode = errs.New(errs.Unavailable, "this server runs no app code; serve the app with `handoff serve`")
+
+func (noCode) CompileAccess(string, string) (appcode.AccessFunc, error) { return nil, errNoCode }
+func (noCode) CompileBackend(string, string) (appcode.Backend, error)   { return nil, errNoCode }
 
 // brokenAccess stands in for code that cannot run: it closes every
 // database to writes (never opens them) until a fixed version is live.
@@ -95,21 +103,14 @@ func (e *Engine) DeployCode(ctx context.Context, a Actor, appRef string, c Code)
 	if err := checkStaticFiles(c.Files); err != nil {
 		return CodeInfo{}, err
 	}
-	if e.rt == nil && (accessJS != "" || backendJS != "") {
-		return CodeInfo{}, errs.New(errs.Unavailable, "this server runs no JavaScript, so it cannot take code")
-	}
 	code := &appCode{}
 	if accessJS != "" {
-		if code.access, err = e.rt.CompileAccess(appcode.AccessFile, accessJS); err != nil {
+		if code.access, err = e.code.CompileAccess(appcode.AccessFile, accessJS); err != nil {
 			return CodeInfo{}, err
 		}
 	}
 	if backendJS != "" {
-		if e.backends != nil {
-			if code.backend, err = e.backends.CompileBackend(appcode.BackendFile, backendJS); err != nil {
-				return CodeInfo{}, err
-			}
-		} else if err := e.rt.CheckBackend(appcode.BackendFile, backendJS); err != nil {
+		if code.backend, err = e.code.CompileBackend(appcode.BackendFile, backendJS); err != nil {
 			return CodeInfo{}, err
 		}
 	}

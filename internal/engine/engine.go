@@ -27,12 +27,11 @@ type Options struct {
 	Clock       clock.Clock
 	MaxDocBytes int
 	Logger      *slog.Logger
-	// Runtime runs app code; nil means deployed code is refused and every
-	// database follows the default rule.
-	Runtime appcode.Runtime
-	// Backends compiles backend.js; nil means handlers never run here
-	// (their events wait in the outbox).
-	Backends appcode.BackendCompiler
+	// Code compiles each app's access.js and backend.js (jsapp.New for
+	// JavaScript). Nil refuses code: deploys fail, and an app whose live
+	// version has code closes its databases to writes until a server that
+	// runs code serves it.
+	Code appcode.Compiler
 	// SecretKey seals app secrets at rest (32 bytes); without it secrets
 	// are refused.
 	SecretKey []byte
@@ -47,15 +46,14 @@ type Options struct {
 
 // Engine serves every read and write of every app on one Store.
 type Engine struct {
-	st       store.Store
-	caps     store.Capabilities // st.Capabilities(), read once
-	clock    clock.Clock
-	maxDoc   int
-	log      *slog.Logger
-	rt       appcode.Runtime
-	backends appcode.BackendCompiler
-	observe  func(time.Duration)
-	poll     time.Duration
+	st      store.Store
+	caps    store.Capabilities // st.Capabilities(), read once
+	clock   clock.Clock
+	maxDoc  int
+	log     *slog.Logger
+	code    appcode.Compiler
+	observe func(time.Duration)
+	poll    time.Duration
 
 	// runner delivers events and ticks schedules once Start is called.
 	runner *runner
@@ -114,8 +112,11 @@ func New(st store.Store, o Options) *Engine {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	e := &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, rt: o.Runtime,
-		backends: o.Backends, observe: o.OnDelivery, poll: o.PollEvery, secretKey: o.SecretKey, apps: map[string]*appState{}}
+	if o.Code == nil {
+		o.Code = noCode{}
+	}
+	e := &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, code: o.Code,
+		observe: o.OnDelivery, poll: o.PollEvery, secretKey: o.SecretKey, apps: map[string]*appState{}}
 	e.node = mintID(e.clock.Now())
 	e.caps = st.Capabilities()
 	if gw := e.caps.Grants; gw != nil {

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/errs"
-	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/appcode/appcodetest"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -45,8 +45,8 @@ func newFeedEnv(t *testing.T, o engine.Options) *feedEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if o.Runtime == nil {
-		o.Runtime = access.New(access.Options{})
+	if o.Code == nil {
+		o.Code = jsapp.New(jsapp.Options{})
 	}
 	en := &feedEnv{t: t, ctx: context.Background(), e: engine.New(st, o)}
 	if _, err := en.e.Bootstrap(en.ctx, ""); err != nil {
@@ -770,7 +770,7 @@ func TestFeedCarriesEveryWritePath(t *testing.T) {
 		})
 		return err
 	}
-	en := newFeedEnv(t, engine.Options{Backends: appcodetest.Compiler{B: b}})
+	en := newFeedEnv(t, engine.Options{Code: appcodetest.Compiler{B: b, Access: jsapp.New(jsapp.Options{}).CompileAccess}})
 	const app = "alice/paths"
 	en.app(app, false)
 	if _, err := en.e.Deploy(en.ctx, feedAlice, app, "", "// backend in Go"); err != nil {

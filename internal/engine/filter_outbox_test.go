@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
-	"github.com/handoff-run/handoff/internal/backend"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/internal/pgtest"
 	"github.com/handoff-run/handoff/internal/sim"
 	"github.com/handoff-run/handoff/store"
@@ -54,8 +53,7 @@ func newOutboxApp(t *testing.T, st store.Store) *outboxApp {
 	t.Helper()
 	ctx := context.Background()
 	e := engine.New(st, engine.Options{
-		Runtime:  access.New(access.Options{}),
-		Backends: backend.New(backend.Options{}),
+		Code: jsapp.New(jsapp.Options{}),
 	})
 	t.Cleanup(e.Close)
 	tok, err := e.Bootstrap(ctx, "")

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/handoff-run/handoff/errs"
-	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -24,7 +24,7 @@ func TestRevokedGrantIsGoneWhenTheCommitIsAnnounced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	e := engine.New(st, engine.Options{Runtime: access.New(access.Options{})})
+	e := engine.New(st, engine.Options{Code: jsapp.New(jsapp.Options{})})
 	tok, _ := e.Bootstrap(ctx, "")
 	admin, _ := e.Authenticate(ctx, tok)
 	for _, u := range []string{"alice", "bob"} {

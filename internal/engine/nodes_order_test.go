@@ -35,7 +35,7 @@ func goNodes(t *testing.T, n int, b *appcodetest.Backend, wrap func(i int, st *p
 		if wrap != nil {
 			s = wrap(i, st)
 		}
-		e := engine.New(s, engine.Options{Clock: clk, Runtime: appcodetest.NoAccess{}, Backends: appcodetest.Compiler{B: b}, PollEvery: 5 * time.Millisecond})
+		e := engine.New(s, engine.Options{Clock: clk, Code: appcodetest.Compiler{B: b}, PollEvery: 5 * time.Millisecond})
 		t.Cleanup(e.Close)
 		es = append(es, e)
 	}

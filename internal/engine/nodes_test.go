@@ -10,11 +10,10 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/errs"
-	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/auth"
-	"github.com/handoff-run/handoff/internal/backend"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/internal/pgtest"
 	"github.com/handoff-run/handoff/store/postgres"
 )
@@ -47,8 +46,7 @@ func newNode(t *testing.T, dbURL string) *engine.Engine {
 	}
 	t.Cleanup(func() { st.Close() })
 	e := engine.New(st, engine.Options{
-		Runtime:   access.New(access.Options{}),
-		Backends:  backend.New(backend.Options{}),
+		Code:      jsapp.New(jsapp.Options{}),
 		SecretKey: testSecretKey,
 	})
 	t.Cleanup(e.Close) // before the store closes: cleanups run last first

@@ -47,7 +47,7 @@ func newSecretEnv(t *testing.T, key []byte, b *appcodetest.Backend) *secretEnv {
 		b.Cfg.OnChange.Timeout = appcode.DefaultRunTimeout
 	}
 	clk := clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC))
-	e := engine.New(st, engine.Options{Clock: clk, Runtime: appcodetest.NoAccess{}, Backends: appcodetest.Compiler{B: b}, SecretKey: key})
+	e := engine.New(st, engine.Options{Clock: clk, Code: appcodetest.Compiler{B: b}, SecretKey: key})
 	tok, err := e.Bootstrap(ctx, "")
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +208,7 @@ func TestSecretsDoNotOpenWithAnotherKey(t *testing.T) {
 		}
 		b.Cfg.OnChange.Concurrency, b.Cfg.OnChange.MaxAttempts, b.Cfg.OnChange.Timeout = 1, 1, appcode.DefaultRunTimeout
 		return engine.New(st, engine.Options{Clock: clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC)),
-			Runtime: appcodetest.NoAccess{}, Backends: appcodetest.Compiler{B: b}, SecretKey: key})
+			Code: appcodetest.Compiler{B: b}, SecretKey: key})
 	}
 	e := open(testSecretKey, &appcodetest.Backend{})
 	tok, _ := e.Bootstrap(ctx, "")

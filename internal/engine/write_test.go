@@ -51,7 +51,7 @@ func TestHintedWriteNotRetriedAfterCommitError(t *testing.T) {
 	t.Cleanup(func() { sq.Close() })
 	st := &hintingStore{Store: sq}
 	e := engine.New(st, engine.Options{Clock: clock.NewVirtual(time.Date(2026, 9, 24, 12, 0, 0, 0, time.UTC)),
-		Runtime: appcodetest.NoAccess{}, Backends: appcodetest.Compiler{B: &appcodetest.Backend{}}})
+		Code: appcodetest.Compiler{B: &appcodetest.Backend{}}})
 	t.Cleanup(e.Close)
 	tok, _ := e.Bootstrap(ctx, "")
 	admin, _ := e.Authenticate(ctx, tok)

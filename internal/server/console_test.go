@@ -32,10 +32,10 @@ import (
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/backend"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -78,9 +78,8 @@ func newStack(t *testing.T, backendJS string) *stack {
 	log := slog.New(slog.NewTextHandler(newTestLog(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	g := &gate{}
 	e := engine.New(st, engine.Options{
-		Logger:   log,
-		Runtime:  access.New(access.Options{}),
-		Backends: gatedCompiler{backend.New(backend.Options{Logger: log}), g},
+		Logger: log,
+		Code:   gatedCompiler{jsapp.New(jsapp.Options{Backend: backend.Options{Logger: log}}), g},
 	})
 	if _, err := e.Bootstrap(ctx, adminToken); err != nil {
 		t.Fatal(err)
@@ -221,12 +220,12 @@ func (g *gate) wait(ctx context.Context, ev appcode.ChangeEvent) error {
 }
 
 type gatedCompiler struct {
-	inner appcode.BackendCompiler
-	g     *gate
+	appcode.Compiler
+	g *gate
 }
 
 func (c gatedCompiler) CompileBackend(filename, source string) (appcode.Backend, error) {
-	b, err := c.inner.CompileBackend(filename, source)
+	b, err := c.Compiler.CompileBackend(filename, source)
 	if err != nil {
 		return nil, err
 	}

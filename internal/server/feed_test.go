@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
@@ -74,7 +74,7 @@ func newFeedServerWatched(t testing.TB, o Options, hook func(app, seq int64)) *f
 	if hook != nil {
 		st = watchedStore{sq, hook}
 	}
-	e := engine.New(st, engine.Options{Runtime: access.New(access.Options{})})
+	e := engine.New(st, engine.Options{Code: jsapp.New(jsapp.Options{})})
 	ctx := context.Background()
 	if _, err := e.Bootstrap(ctx, adminToken); err != nil {
 		t.Fatal(err)

@@ -18,11 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/auth"
 	"github.com/handoff-run/handoff/internal/backend"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/internal/pgtest"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/postgres"
@@ -84,8 +84,7 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 	f.Cleanup(func() { st.Close() })
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError}))
-	e := engine.New(st, engine.Options{Logger: log, Runtime: access.New(access.Options{}),
-		Backends: backend.New(backend.Options{Logger: log}), SecretKey: bytes.Repeat([]byte{7}, 32)})
+	e := engine.New(st, engine.Options{Logger: log, Code: jsapp.New(jsapp.Options{Backend: backend.Options{Logger: log}}), SecretKey: bytes.Repeat([]byte{7}, 32)})
 	admin := engine.Actor{User: engine.AdminUser, Admin: true}
 	if _, err := e.Bootstrap(ctx, adminToken); err != nil {
 		f.Fatal(err)

@@ -16,10 +16,10 @@ import (
 
 	"github.com/handoff-run/handoff/client"
 	"github.com/handoff-run/handoff/errs"
-	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/auth"
 	"github.com/handoff-run/handoff/internal/backend"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -46,7 +46,7 @@ func newIDEnv(t *testing.T) *idEnv {
 		key[i] = byte(i * 7)
 	}
 	e := engine.New(st, engine.Options{Logger: log, SecretKey: key,
-		Runtime: access.New(access.Options{}), Backends: backend.New(backend.Options{Logger: log})})
+		Code: jsapp.New(jsapp.Options{Backend: backend.Options{Logger: log}})})
 	if _, err := e.Bootstrap(context.Background(), adminToken); err != nil {
 		t.Fatal(err)
 	}

@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/auth"
 	"github.com/handoff-run/handoff/internal/backend"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -34,7 +34,7 @@ func newSiteEnv(t *testing.T) *env {
 	t.Cleanup(func() { st.Close() })
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	e := engine.New(st, engine.Options{Logger: log, Runtime: access.New(access.Options{}), Backends: backend.New(backend.Options{Logger: log})})
+	e := engine.New(st, engine.Options{Logger: log, Code: jsapp.New(jsapp.Options{Backend: backend.Options{Logger: log}})})
 	if _, err := e.Bootstrap(context.Background(), adminToken); err != nil {
 		t.Fatal(err)
 	}

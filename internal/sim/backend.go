@@ -36,23 +36,14 @@ func (r Run) Ended() bool { return !r.End.IsZero() }
 // NextFunc runs the real backend.js handler.
 type NextFunc func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error
 
-// recorder wraps the real backend compiler so every handler call the
-// engine makes is recorded, and optionally intercepted.
+// recorder records every handler call the engine makes, and optionally
+// intercepts it (compiler.CompileBackend wraps each backend with it).
 type recorder struct {
-	inner    appcode.BackendCompiler
 	clk      *clock.Virtual
 	onChange func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext, next NextFunc) error
 
 	mu   sync.Mutex
 	runs []Run
-}
-
-func (r *recorder) CompileBackend(filename, source string) (appcode.Backend, error) {
-	b, err := r.inner.CompileBackend(filename, source)
-	if err != nil {
-		return nil, err
-	}
-	return &recBackend{Backend: b, r: r}, nil
 }
 
 func (r *recorder) begin(run Run) int {

@@ -33,6 +33,7 @@ import (
 	"github.com/handoff-run/handoff/internal/appdir"
 	"github.com/handoff-run/handoff/internal/backend"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -150,19 +151,19 @@ func New(t TB, o Options) *Env {
 	}
 	st := &Store{Store: raw}
 	clk := clock.NewVirtual(o.Start)
-	rec := &recorder{clk: clk, onChange: o.OnChange, inner: backend.New(backend.Options{
+	rec := &recorder{clk: clk, onChange: o.OnChange}
+	js := jsapp.New(jsapp.Options{Access: access.Options{Now: clk.Now}, Backend: backend.Options{
 		Now: clk.Now,
 		AfterFunc: func(d time.Duration, f func()) func() bool {
 			return clk.AfterFunc(d, f).Stop
 		},
 		Logger:    testLogger(t),
 		Transport: o.Transport,
-	})}
+	}})
 	e := engine.New(st, engine.Options{
-		Clock:    clk,
-		Runtime:  accessRuntime{Runtime: access.New(access.Options{Now: clk.Now}), st: st, seen: o.OnAccess},
-		Backends: rec,
-		Logger:   testLogger(t),
+		Clock:  clk,
+		Code:   compiler{Compiler: js, st: st, seen: o.OnAccess, rec: rec},
+		Logger: testLogger(t),
 	})
 	env := &Env{T: t, Ctx: ctx, Engine: e, Clock: clk, Store: st, App: o.App, Start: o.Start,
 		Admin: engine.Actor{User: engine.AdminUser, Admin: true, Path: "cli"},

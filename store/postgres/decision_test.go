@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/errs"
-	"github.com/handoff-run/handoff/internal/access"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -25,7 +25,7 @@ export function jobs(doc) {
 }`
 	bothStores(t, func(t *testing.T, st store.Store) {
 		ctx := context.Background()
-		e := engine.New(st, engine.Options{Runtime: access.New(access.Options{})})
+		e := engine.New(st, engine.Options{Code: jsapp.New(jsapp.Options{})})
 		admin := engine.Actor{User: engine.AdminUser, Admin: true}
 		if _, err := e.Bootstrap(ctx, ""); err != nil {
 			t.Fatal(err)

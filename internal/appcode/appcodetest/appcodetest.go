@@ -1,6 +1,6 @@
 // Package appcodetest has stand-ins for an app's compiled code, for tests
 // of the engine's machinery without the JavaScript VM: a backend whose
-// handlers are Go funcs, and a runtime that compiles no access.js.
+// handlers are Go funcs, compiled from any backend.js source.
 package appcodetest
 
 import (
@@ -19,10 +19,21 @@ type Backend struct {
 	Fetch     func(ctx context.Context, req appcode.FetchRequest, hc appcode.HandlerContext) (appcode.FetchResponse, error)
 }
 
-// Compiler compiles every backend.js into its B.
-type Compiler struct{ B *Backend }
+// Compiler compiles every backend.js into its B, and access.js with
+// Access, when set: without it, access.js is refused.
+type Compiler struct {
+	B      *Backend
+	Access func(filename, source string) (appcode.AccessFunc, error)
+}
 
 func (c Compiler) CompileBackend(string, string) (appcode.Backend, error) { return c.B.Code(), nil }
+
+func (c Compiler) CompileAccess(filename, source string) (appcode.AccessFunc, error) {
+	if c.Access == nil {
+		return nil, errors.New("no access.js in these tests")
+	}
+	return c.Access(filename, source)
+}
 
 // Code adapts a *Backend to appcode.Backend.
 func (b *Backend) Code() appcode.Backend { return code{b} }
@@ -60,12 +71,3 @@ func (c code) Fetch(ctx context.Context, req appcode.FetchRequest, hc appcode.Ha
 }
 
 func (code) Close() {}
-
-// NoAccess is a runtime for apps without access.js.
-type NoAccess struct{}
-
-func (NoAccess) CompileAccess(string, string) (appcode.AccessFunc, error) {
-	return nil, errors.New("no access.js in these tests")
-}
-
-func (NoAccess) CheckBackend(string, string) error { return nil }
