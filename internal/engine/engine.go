@@ -16,6 +16,7 @@ import (
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/auth"
+	"github.com/handoff-run/handoff/internal/feed"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -84,7 +85,7 @@ type Engine struct {
 	// its version is still the active one.
 	fresh sync.Map // app ID -> *appCode
 	// feeds fans commits out to live subscribers.
-	feeds feedHub
+	feeds *feed.Hub
 	// replays remembers device tokens already used.
 	replays auth.Replays
 	// secrets caches each app's opened secrets for its handlers.
@@ -125,7 +126,8 @@ func New(st store.Store, o Options) *Engine {
 	if aw := e.caps.Apps; aw != nil {
 		aw.WatchApps(e.appChanged)
 	}
-	st.Watch(e.notify)
+	e.feeds = feed.NewHub(st)
+	st.Watch(e.feeds.Notify)
 	return e
 }
 
