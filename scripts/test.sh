@@ -12,7 +12,10 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
-go test -race -count=1 -timeout 20m ./...
+# -parallel 4: the slowest end-to-end tests mostly wait on their own
+# servers (leases of real seconds), so more of them run side by side than
+# there are cores.
+go test -race -count=1 -parallel 4 -timeout 20m ./...
 # Memory bombs do not run under the race detector (its shadow memory does
 # not survive them): run the JS budget tests once more without it.
 go test -count=1 -timeout 10m ./internal/access ./internal/jsvm

@@ -101,6 +101,7 @@ type crashJob struct {
 //     job can write done, so its done revision carries the claimId of one
 //     of those markers.
 func TestCrashDuringJobLoad(t *testing.T) {
+	t.Parallel() // its own servers, data and database; it mostly waits on them
 	if testing.Short() {
 		t.Skip("the crash test runs a server under load for tens of seconds")
 	}
@@ -364,6 +365,7 @@ func scanIDs(t *testing.T, c *client.Client, app, db string) map[string]bool {
 // backoff while other events are delivered, and once it has brought the
 // server down maxAttempts times it is parked as dead, with the server up.
 func TestPoisonEventCannotCrashLoop(t *testing.T) {
+	t.Parallel() // its own servers, data and database; it mostly waits on them
 	if testing.Short() {
 		t.Skip("the poison test restarts a server and waits out a 10 s backoff")
 	}

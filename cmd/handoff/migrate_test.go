@@ -90,6 +90,7 @@ func readSnapshot(t *testing.T, admin, owner *client.Client) migrateSnapshot {
 // code and dead events to an empty PostgreSQL database, then reads the
 // same things through a server on PostgreSQL.
 func TestMigrate(t *testing.T) {
+	t.Parallel() // its own servers, data and database; it mostly waits on them
 	pg := freshPostgres(t, 4)
 	data, code := t.TempDir(), t.TempDir()
 	accessJS, err := examples.Jobs.ReadFile("jobs/access.js")

@@ -20,6 +20,7 @@ import (
 // sweep (every 5 s) brings back the jobs whose own lease (30 s) it held.
 // The deadline is generous; the assertion is that all are done.
 func TestKilledNodesJobsComeBack(t *testing.T) {
+	t.Parallel() // its own servers, data and database; it mostly waits on them
 	if testing.Short() {
 		t.Skip("runs two servers for a minute")
 	}

@@ -40,6 +40,7 @@ var multiBackendJS = strings.Replace(
 // every committed revision of the jobs database was delivered, and that
 // the scheduled handler ran once per interval across the cluster.
 func TestMultiNodeJobs(t *testing.T) {
+	t.Parallel() // its own servers, data and database; it mostly waits on them
 	if testing.Short() {
 		t.Skip("the multi-node test runs three servers for a minute or two")
 	}
