@@ -1,13 +1,11 @@
 package postgres
 
 import (
-	"cmp"
 	"encoding/json"
-	"slices"
-	"strings"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/handoff-run/handoff/store"
-	"github.com/jackc/pgx/v5"
 )
 
 // queueLedger adds the ledger rows of the accepted writes, in one
@@ -130,29 +128,25 @@ func queueEvents(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int,
 
 // queueGrants brings grants (each live document's grants) and
 // grant_counts (how many live documents give each grant) from what the
-// database holds to what the batch leaves: the new rows go in with one
-// statement, and each grant's count moves once by its net change, with
-// one statement for all of them. Only letting go of grants costs a
-// statement each: one per document to drop its rows, one per grant whose
-// count fell, to drop it at zero. The result, known once the batch has
-// run, is whether a grant appeared or vanished.
-func queueGrants(b *pgx.Batch, app int64, keys []docKey, states map[docKey]*docState) *bool {
-	moved := new(bool)
+// database holds to what the batch leaves, by the tally every driver
+// keeps (store.GrantTally): the new rows go in with one statement, and
+// each grant's count moves once by its net change, with one statement for
+// all of them. Only letting go of grants costs a statement each: one per
+// document to drop its rows, one per grant whose count fell, to drop it
+// at zero. Once the batch has run, the tally tells whether a grant
+// appeared or vanished.
+func queueGrants(b *pgx.Batch, app int64, keys []docKey, states map[docKey]*docState) *store.GrantTally {
+	tally := &store.GrantTally{}
 	var dbs, ids, kinds, principals, channels []string
-	delta := map[store.Grant]int64{}
 	for _, k := range keys {
 		st := states[k]
-		if store.SameGrants(st.dbGrants, st.grants) {
+		if !tally.Replace(app, st.dbGrants, st.grants) {
 			continue
 		}
 		if len(st.dbGrants) > 0 {
 			b.Queue(sqlDropGrants, app, k.db, k.id)
 		}
-		for _, g := range st.dbGrants {
-			delta[g]--
-		}
 		for _, g := range st.grants {
-			delta[g]++
 			dbs, ids = append(dbs, k.db), append(ids, k.id)
 			kinds, principals, channels = append(kinds, g.Kind), append(principals, g.Principal), append(channels, g.Channel)
 		}
@@ -160,23 +154,17 @@ func queueGrants(b *pgx.Batch, app int64, keys []docKey, states map[docKey]*docS
 	if len(dbs) > 0 {
 		b.Queue(sqlAddGrants, app, dbs, ids, kinds, principals, channels)
 	}
-	var counts []store.Grant
-	for g, d := range delta {
-		if d != 0 {
-			counts = append(counts, g)
-		}
-	}
+	counts := tally.Deltas()
 	if len(counts) == 0 {
-		return moved
+		return tally
 	}
-	slices.SortFunc(counts, func(a, b store.Grant) int {
-		return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.Principal, b.Principal), strings.Compare(a.Channel, b.Channel))
-	})
 	// New slices: the batch holds the ones above until it is sent.
 	ckinds, cprincipals, cchannels := make([]string, len(counts)), make([]string, len(counts)), make([]string, len(counts))
 	ns := make([]int64, len(counts))
-	for i, g := range counts {
-		ckinds[i], cprincipals[i], cchannels[i], ns[i] = g.Kind, g.Principal, g.Channel, delta[g]
+	byGrant := make(map[store.Grant]store.GrantDelta, len(counts))
+	for i, d := range counts {
+		ckinds[i], cprincipals[i], cchannels[i], ns[i] = d.Kind, d.Principal, d.Channel, d.Delta
+		byGrant[d.Grant] = d
 	}
 	b.Queue(sqlCountGrants, app, ckinds, cprincipals, cchannels, ns).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
@@ -185,18 +173,16 @@ func queueGrants(b *pgx.Batch, app int64, keys []docKey, states map[docKey]*docS
 			if err := rows.Scan(&g.Kind, &g.Principal, &g.Channel, &n); err != nil {
 				return err
 			}
-			if (n > 0) != (n-delta[g] > 0) {
-				*moved = true
-			}
+			tally.Counted(byGrant[g], n)
 		}
 		return rows.Err()
 	})
-	for _, g := range counts {
-		if delta[g] < 0 {
-			b.Queue(sqlCountGone, app, g.Kind, g.Principal, g.Channel)
+	for _, d := range counts {
+		if d.Delta < 0 {
+			b.Queue(sqlCountGone, app, d.Kind, d.Principal, d.Channel)
 		}
 	}
-	return moved
+	return tally
 }
 
 // channelsJSON stores channels as a JSON array; nil stays NULL so "no

@@ -298,7 +298,7 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 	}
 	accepted, grantWrites := checkWrites(batch, states, results)
 	grants := &pgx.Batch{}
-	grantsMoved := queueGrants(grants, app, keys, states)
+	tally := queueGrants(grants, app, keys, states)
 	if len(accepted) == 0 {
 		for _, k := range keys {
 			s.hints.drop(hintKey{app, k.db, k.id}) // their heads moved
@@ -319,7 +319,7 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 		batch[i].w.GrantsChanged = false
 	}
 	for _, i := range grantWrites {
-		batch[i].w.GrantsChanged = *grantsMoved
+		batch[i].w.GrantsChanged = tally.Moved(app)
 	}
 	claimed := t.claimed()
 	for j, i := range accepted {

@@ -63,14 +63,11 @@ type writer struct {
 	db *sql.DB
 	// watchers hear of each commit (Store.Watch); set before writes start.
 	watchers *watchers
-	// grantApps are the apps whose live grants this transaction changed.
-	grantApps map[int64]bool
-	// grantDeltas net this transaction's changes to grant_counts, which
-	// are written once per grant at its end rather than once per
-	// document: a burst of new documents giving the same grant costs
-	// one upsert. grantWrites are the writes of each app that changed
-	// their document's grants, told if the app's grants changed.
-	grantDeltas map[grantCount]int64
+	// grants is this transaction's grant accounting (store.GrantTally):
+	// grant_counts moves once per grant at its end. grantWrites are the
+	// writes of each app that changed their document's grants, told if
+	// the app's grants changed.
+	grants      store.GrantTally
 	grantWrites map[int64][]*store.Write
 	seqs        map[int64]int64
 	dbs         map[dbKey]bool
@@ -90,11 +87,6 @@ type writer struct {
 	// transaction's, added once it commits.
 	recent *recentEvents
 	events []recentEvent
-}
-
-type grantCount struct {
-	app int64
-	store.Grant
 }
 
 type dbKey struct {
@@ -268,8 +260,7 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 		w.events = w.events[:0]
 	}()
 	w.dirty = map[int64]bool{}
-	w.grantApps = map[int64]bool{}
-	w.grantDeltas = map[grantCount]int64{}
+	w.grants = store.GrantTally{}
 	w.grantWrites = map[int64][]*store.Write{}
 	w.newDBs = w.newDBs[:0]
 	acks := map[int64][]int64{}
@@ -314,7 +305,7 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 	w.recent.add(w.events)
 	// Who may read what changes before anyone hears of the commit: a
 	// follower woken by it must not read with the grants of before.
-	for app := range w.grantApps {
+	for _, app := range w.grants.MovedApps() {
 		w.watchers.notifyGrants(app)
 	}
 	for app := range w.dirty {
@@ -455,11 +446,8 @@ func (w *writer) replaceGrants(wr *store.Write, cur *head, grants []store.Grant)
 			return err
 		}
 	}
-	if store.SameGrants(old, grants) {
+	if !w.grants.Replace(wr.AppID, old, grants) {
 		return nil // the common case: a document keeps its grants
-	}
-	for _, g := range old {
-		w.grantDeltas[grantCount{wr.AppID, g}]--
 	}
 	if cur.doc.HasGrants {
 		if _, err := w.st(sqlDropGrants).Exec(wr.AppID, wr.DB, wr.ID); err != nil {
@@ -470,7 +458,6 @@ func (w *writer) replaceGrants(wr *store.Write, cur *head, grants []store.Grant)
 		if _, err := w.st(sqlAddGrant).Exec(wr.AppID, wr.DB, wr.ID, g.Kind, g.Principal, g.Channel); err != nil {
 			return err
 		}
-		w.grantDeltas[grantCount{wr.AppID, g}]++
 	}
 	w.grantWrites[wr.AppID] = append(w.grantWrites[wr.AppID], wr)
 	return nil
@@ -481,24 +468,19 @@ func (w *writer) replaceGrants(wr *store.Write, cur *head, grants []store.Grant)
 // its writes that changed grants marked GrantsChanged: which one made the
 // difference does not matter to the caches it clears.
 func (w *writer) countGrants() error {
-	for k, d := range w.grantDeltas {
-		if d == 0 {
-			continue
-		}
+	for _, d := range w.grants.Deltas() {
 		var n int64
-		if err := w.st(sqlCountAdd).QueryRow(k.app, k.Kind, k.Principal, k.Channel, d).Scan(&n); err != nil {
+		if err := w.st(sqlCountAdd).QueryRow(d.App, d.Kind, d.Principal, d.Channel, d.Delta).Scan(&n); err != nil {
 			return err
 		}
 		if n <= 0 {
-			if _, err := w.st(sqlCountDrop).Exec(k.app, k.Kind, k.Principal, k.Channel); err != nil {
+			if _, err := w.st(sqlCountDrop).Exec(d.App, d.Kind, d.Principal, d.Channel); err != nil {
 				return err
 			}
 		}
-		if (n > 0) != (n-d > 0) {
-			w.grantApps[k.app] = true
-		}
+		w.grants.Counted(d, n)
 	}
-	for app := range w.grantApps {
+	for _, app := range w.grants.MovedApps() {
 		for _, wr := range w.grantWrites[app] {
 			wr.GrantsChanged = true
 		}
