@@ -1,6 +1,9 @@
 package appcode
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // PutOptions are the conditions of a put.
 type PutOptions struct {
@@ -24,4 +27,41 @@ type WriteResult struct {
 type Page struct {
 	Docs []json.RawMessage `json:"docs"`
 	Next string            `json:"next"`
+}
+
+// DocJSON renders a document with its _id and _rev (none when rev is "",
+// and _deleted for a tombstone) in front of the body's fields.
+func DocJSON(id, rev string, deleted bool, body []byte) json.RawMessage {
+	var b bytes.Buffer
+	b.Grow(len(body) + len(id) + len(rev) + 32)
+	b.WriteString(`{"_id":`)
+	writeJSONString(&b, id)
+	if rev != "" {
+		b.WriteString(`,"_rev":`)
+		writeJSONString(&b, rev)
+	}
+	if deleted {
+		b.WriteString(`,"_deleted":true`)
+	}
+	if len(body) > 2 {
+		b.WriteByte(',')
+		b.Write(body[1:])
+	} else {
+		b.WriteByte('}')
+	}
+	return b.Bytes()
+}
+
+func writeJSONString(b *bytes.Buffer, s string) {
+	// Ids and revs are plain ASCII almost always: quote them directly.
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			b.Write(q)
+			return
+		}
+	}
+	b.WriteByte('"')
+	b.WriteString(s)
+	b.WriteByte('"')
 }

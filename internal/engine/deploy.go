@@ -196,7 +196,7 @@ func (e *Engine) Rollback(ctx context.Context, a Actor, appRef string, version i
 func (e *Engine) codeChanged(ctx context.Context, appRef string) {
 	e.forgetApp(appRef)
 	if app, err := e.app(ctx, appRef); err == nil {
-		e.runner.reload(app)
+		e.runner.Reload(app.forRunner())
 	}
 }
 

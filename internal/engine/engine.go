@@ -17,6 +17,7 @@ import (
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/auth"
 	"github.com/handoff-run/handoff/internal/feed"
+	"github.com/handoff-run/handoff/internal/runner"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -57,10 +58,10 @@ type Engine struct {
 	poll    time.Duration
 
 	// runner delivers events and ticks schedules once Start is called.
-	runner *runner
+	runner *runner.Runner
 	// live is runner for the store's callbacks, which run on the store's
 	// goroutines and may come before Start.
-	live atomic.Pointer[runner]
+	live atomic.Pointer[runner.Runner]
 	// loopStopped counts, per app, the committed writes whose onChange the
 	// loop guard held back since this engine started.
 	loopMu      sync.Mutex
@@ -206,7 +207,7 @@ func (e *Engine) appChanged(appID int64) {
 	}
 	e.mu.Unlock()
 	e.secrets.Delete(appID)
-	e.live.Load().changed(appID)
+	e.live.Load().Changed(appID)
 }
 
 // grantsChanged drops the cached permissions of an app whose live grants

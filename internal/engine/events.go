@@ -49,7 +49,7 @@ func (e *Engine) Events(ctx context.Context, a Actor, appRef string, dead bool, 
 		r := ev.Rev
 		out[i] = EventInfo{Seq: ev.Seq, DB: r.DB, DocID: r.ID, Rev: r.Rev, Deleted: r.Deleted, Depth: ev.Depth,
 			Attempts: ev.Attempts, NextAt: ev.NextAt.UTC(), Dead: ev.Dead, Running: ev.Running, LastError: ev.LastError,
-			Doc: DocJSON(r.ID, r.Rev, r.Deleted, r.Body)}
+			Doc: appcode.DocJSON(r.ID, r.Rev, r.Deleted, r.Body)}
 	}
 	return out, nil
 }
@@ -73,7 +73,7 @@ func (e *Engine) ReplayEvent(ctx context.Context, a Actor, appRef string, seq in
 		return internal(err)
 	}
 	e.forgetChain(app.ID, seq)
-	e.runner.poke(app)
+	e.runner.Poke(app.forRunner())
 	return nil
 }
 
@@ -114,16 +114,7 @@ func (e *Engine) Schedule(ctx context.Context, a Actor, appRef string) (Schedule
 	if err != nil {
 		return ScheduleInfo{}, internal(err)
 	}
-	if e.runner != nil {
-		e.runner.mu.Lock()
-		ar := e.runner.apps[app.ID]
-		e.runner.mu.Unlock()
-		if ar != nil {
-			ar.mu.Lock()
-			info.Running = ar.tick.running
-			ar.mu.Unlock()
-		}
-	}
+	info.Running = e.runner.TickRunning(app.ID)
 	if t != nil {
 		started, planned := t.Started.UTC(), t.Planned.UTC()
 		info.LastRun, info.Planned = &started, &planned

@@ -39,7 +39,7 @@ func (e *Engine) Get(ctx context.Context, a Actor, appRef, db, id string) (json.
 	if !v.sees(app, db, d.Channels) {
 		return nil, notReadable(id)
 	}
-	return DocJSON(d.ID, d.Rev, false, d.Body), nil
+	return appcode.DocJSON(d.ID, d.Rev, false, d.Body), nil
 }
 
 // Entry is one ledger entry as the API shows it.
@@ -57,7 +57,7 @@ type Entry struct {
 
 func entry(r store.Revision) Entry {
 	return Entry{Seq: r.Seq, ID: r.ID, DB: r.DB, Rev: r.Rev, Deleted: r.Deleted,
-		Doc: DocJSON(r.ID, r.Rev, r.Deleted, r.Body), Writer: r.Writer, Path: r.Path, Time: r.Time.UTC()}
+		Doc: appcode.DocJSON(r.ID, r.Rev, r.Deleted, r.Body), Writer: r.Writer, Path: r.Path, Time: r.Time.UTC()}
 }
 
 // History returns every revision of a document, oldest first.
@@ -147,7 +147,7 @@ func (e *Engine) fillPage(app *appState, v *view, db string, limit int, after po
 				}
 				return p, nil
 			}
-			p.Docs = append(p.Docs, DocJSON(d.ID, d.Rev, false, d.Body))
+			p.Docs = append(p.Docs, appcode.DocJSON(d.ID, d.Rev, false, d.Body))
 			last = at(d)
 			after = last
 		}
@@ -269,41 +269,4 @@ func decodeCursor(c string) (string, error) {
 		return "", errs.New(errs.Invalid, "cursor %q is not one this server returned; pass the next value of the previous page, or none to start over", c)
 	}
 	return string(b[2:]), nil
-}
-
-// DocJSON renders a document with its _id and _rev (none when rev is "",
-// and _deleted for a tombstone) in front of the body's fields.
-func DocJSON(id, rev string, deleted bool, body []byte) json.RawMessage {
-	var b bytes.Buffer
-	b.Grow(len(body) + len(id) + len(rev) + 32)
-	b.WriteString(`{"_id":`)
-	writeJSONString(&b, id)
-	if rev != "" {
-		b.WriteString(`,"_rev":`)
-		writeJSONString(&b, rev)
-	}
-	if deleted {
-		b.WriteString(`,"_deleted":true`)
-	}
-	if len(body) > 2 {
-		b.WriteByte(',')
-		b.Write(body[1:])
-	} else {
-		b.WriteByte('}')
-	}
-	return b.Bytes()
-}
-
-func writeJSONString(b *bytes.Buffer, s string) {
-	// Ids and revs are plain ASCII almost always: quote them directly.
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			b.Write(q)
-			return
-		}
-	}
-	b.WriteByte('"')
-	b.WriteString(s)
-	b.WriteByte('"')
 }

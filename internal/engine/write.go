@@ -7,6 +7,7 @@ import (
 
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/runner"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -192,14 +193,17 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate appco
 	w.Rev = nextRev(w.BaseRev, deleted, body)
 	var guarded bool
 	w.Event, guarded = e.eventFor(a, app, w, head)
-	slot := e.runner.reserve(app, w)
+	var slot *runner.Slot
+	if w.Event != nil {
+		slot = e.runner.Reserve(app.forRunner(), w)
+	}
 	seq, err := e.st.Commit(ctx, w)
 	if errors.Is(err, store.ErrHeadMoved) {
-		slot.cancel()
+		slot.Cancel()
 		return res, false, nil
 	}
 	if err != nil {
-		slot.cancel()
+		slot.Cancel()
 		return res, true, commitError{internal(err)}
 	}
 	if w.GrantsChanged {
@@ -208,10 +212,10 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate appco
 	e.activity.Add(1)
 	switch {
 	case slot != nil && w.Event.Claimed:
-		slot.start(app, w, head, seq, e.clock.Now())
+		slot.Start(app.forRunner(), w, head, seq, e.clock.Now())
 	case w.Event != nil:
-		slot.cancel()
-		e.runner.poke(app)
+		slot.Cancel()
+		e.runner.Poke(app.forRunner())
 	}
 	if guarded {
 		e.loopGuarded(a, app, w)
@@ -222,12 +226,12 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate appco
 func (e *Engine) accessInput(ctx context.Context, a Actor, app *appState, db, id string, deleted bool, body []byte, head *store.Doc, live bool) appcode.AccessInput {
 	in := appcode.AccessInput{App: app.ref(), DB: db, ID: id, Deleted: deleted, Handler: a.Handler, Timeout: app.accessTimeout(), Now: e.clock.Now()}
 	if deleted {
-		in.Doc = DocJSON(id, "", true, nil)
+		in.Doc = appcode.DocJSON(id, "", true, nil)
 	} else {
-		in.Doc = DocJSON(id, "", false, body)
+		in.Doc = appcode.DocJSON(id, "", false, body)
 	}
 	if live {
-		in.OldDoc = DocJSON(id, head.Rev, false, head.Body)
+		in.OldDoc = appcode.DocJSON(id, head.Rev, false, head.Body)
 	}
 	if a.User != "" {
 		u := &appcode.AccessUser{ID: a.User, IsOwner: a.User == app.Owner, Device: a.Device}

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"maps"
@@ -24,7 +24,7 @@ func (ar *appRunner) hold(evs []store.Event) {
 		ar.held[ev.Seq] = true
 	}
 	if len(ar.held) > 0 && ar.renewal == nil && ar.r.ctx.Err() == nil {
-		ar.renewal = ar.r.e.clock.AfterFunc(renewEvery, ar.renew)
+		ar.renewal = ar.r.clock.AfterFunc(renewEvery, ar.renew)
 	}
 }
 
@@ -53,7 +53,7 @@ func (ar *appRunner) stopRenewals() {
 
 // renew moves the end of every held lease to eventLease from now.
 func (ar *appRunner) renew() {
-	e, ctx := ar.r.e, ar.r.ctx
+	e, ctx := ar.r, ar.r.ctx
 	ar.mu.Lock()
 	seqs := slices.Sorted(maps.Keys(ar.held))
 	ar.mu.Unlock()

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // Ticks fall on multiples of the interval, run one at a time, and a tick
 // that overruns skips the ticks it missed instead of piling them up.
 func (ar *appRunner) schedule() {
-	e, ctx := ar.r.e, ar.r.ctx
+	e, ctx := ar.r, ar.r.ctx
 	for {
 		app, be, err := ar.current()
 		var interval time.Duration
@@ -49,8 +49,8 @@ func (ar *appRunner) schedule() {
 	}
 }
 
-func (ar *appRunner) runTick(app *appState, be appcode.Backend, planned time.Time) {
-	e, ctx := ar.r.e, ar.r.ctx
+func (ar *appRunner) runTick(app App, be appcode.Backend, planned time.Time) {
+	e, ctx := ar.r, ar.r.ctx
 	// On a shared database several nodes plan the same tick: the first to
 	// take it runs it, the others skip it. The tick holds the schedule
 	// until it ends, so a node that is free at the next interval skips
@@ -83,21 +83,21 @@ func (ar *appRunner) runTick(app *appState, be appcode.Backend, planned time.Tim
 	var deployed atomic.Bool
 	done := make(chan struct{})
 	defer close(done)
-	go ar.stopOnDeploy(app.code, func() { deployed.Store(true); stop() }, done)
+	go ar.stopOnDeploy(app.Version, func() { deployed.Store(true); stop() }, done)
 	started := e.clock.Now()
 	// scheduled acts as the app's owner.
-	hc := &handlerCtx{e: e, app: app, actor: Actor{User: app.Owner, Handler: appcode.Scheduled}}
+	hc := e.host.HandlerContext(app, Acting{Handler: appcode.Scheduled, Writer: store.Writer{User: app.Owner}})
 	err := be.Scheduled(tctx, appcode.TickEvent{ScheduledTime: planned.UnixMilli()}, hc)
 	t := store.Tick{Planned: planned, Started: started, Duration: e.clock.Now().Sub(started)}
 	switch {
 	case deployed.Load():
 		t.Error = "stopped: a new version of the code was deployed"
-		e.appLog(app, "scheduled", "warn", "scheduled tick "+t.Error+"; the new version ticks from the next interval",
-			fieldsJSON("scheduledTime", planned.UnixMilli()))
+		e.host.Log(app, "scheduled", "warn", "scheduled tick "+t.Error+"; the new version ticks from the next interval",
+			logFields("scheduledTime", planned.UnixMilli()))
 	case err != nil:
 		t.Error = err.Error()
 		if ctx.Err() == nil {
-			e.appLog(app, "scheduled", "error", "scheduled tick failed: "+err.Error(), fieldsJSON("scheduledTime", planned.UnixMilli()))
+			e.host.Log(app, "scheduled", "error", "scheduled tick failed: "+err.Error(), logFields("scheduledTime", planned.UnixMilli()))
 		}
 	}
 	ar.mu.Lock()
@@ -111,7 +111,7 @@ func (ar *appRunner) runTick(app *appState, be appcode.Backend, planned time.Tim
 // stopOnDeploy calls stop when the app's code is no longer code, until
 // done. It takes the runner's reload signals while the tick runs; the
 // scheduler reads the code afresh when the tick returns, so none is lost.
-func (ar *appRunner) stopOnDeploy(code *appCode, stop func(), done <-chan struct{}) {
+func (ar *appRunner) stopOnDeploy(version int, stop func(), done <-chan struct{}) {
 	for {
 		select {
 		case <-done:
@@ -124,7 +124,7 @@ func (ar *appRunner) stopOnDeploy(code *appCode, stop func(), done <-chan struct
 				return
 			default:
 			}
-			if app, _, err := ar.current(); err == nil && !sameCode(app.code, code) {
+			if app, _, err := ar.current(); err == nil && app.Version != version {
 				stop()
 				return
 			}

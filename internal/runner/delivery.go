@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -49,13 +49,10 @@ func backoff(failures int) time.Duration {
 }
 
 func (ar *appRunner) deliver() {
-	e, ctx := ar.r.e, ar.r.ctx
+	e, ctx := ar.r, ar.r.ctx
 	retry := make(chan struct{}, 1)
 	var timer clock.Timer
 	every := e.poll
-	if every <= 0 {
-		every = pollEvery
-	}
 	poll := time.NewTicker(every)
 	defer poll.Stop()
 	defer ar.stopRenewals()
@@ -102,23 +99,23 @@ func (ar *appRunner) deliver() {
 // a rollback stops the runs of the version it replaces, however long
 // their run limit: that code is no longer the app's. Their events go
 // back and run again with the new code (deliverOne).
-func (ar *appRunner) follow(app *appState) {
-	if ar.runs != nil && sameCode(ar.code, app.code) {
+func (ar *appRunner) follow(app App) {
+	if ar.runs != nil && ar.version == app.Version {
 		return
 	}
 	if ar.stopOld != nil {
 		ar.stopOld()
 	}
 	ar.mu.Lock()
-	ar.code = app.code
+	ar.version = app.Version
 	ar.runs, ar.stopOld = context.WithCancel(ar.r.ctx)
 	ar.mu.Unlock()
 }
 
 // claim starts runs while there are free slots and due events. It
 // reports busy when it stopped because every slot is taken.
-func (ar *appRunner) claim(app *appState, be appcode.Backend) (busy bool) {
-	e, ctx := ar.r.e, ar.r.ctx
+func (ar *appRunner) claim(app App, be appcode.Backend) (busy bool) {
+	e, ctx := ar.r, ar.r.ctx
 	cfg := be.Config().OnChange
 	exclusive := cfg.Concurrency == 1
 	for {
@@ -173,12 +170,12 @@ func (ar *appRunner) claim(app *appState, be appcode.Backend) (busy bool) {
 // run delivers events in a slot of its own, one after another in seq
 // order, until ctx ends. Once an event of a document fails, the later
 // events of that document go back: they wait for its retry.
-func (ar *appRunner) run(ctx context.Context, app *appState, be appcode.Backend, evs []store.Event) {
+func (ar *appRunner) run(ctx context.Context, app App, be appcode.Backend, evs []store.Event) {
 	ar.runIn(ctx, app, be, evs, false)
 }
 
 // runIn is run; with reserved, in the slot a write reserved (direct.go).
-func (ar *appRunner) runIn(ctx context.Context, app *appState, be appcode.Backend, evs []store.Event, reserved bool) {
+func (ar *appRunner) runIn(ctx context.Context, app App, be appcode.Backend, evs []store.Event, reserved bool) {
 	if len(evs) == 0 {
 		return
 	}
@@ -207,7 +204,7 @@ func (ar *appRunner) runIn(ctx context.Context, app *appState, be appcode.Backen
 		for i, ev := range evs {
 			k := docKey{ev.Rev.DB, ev.Rev.ID}
 			if failed[k] {
-				ar.r.e.settle(ar, ev.Seq, giveBack(ev))
+				ar.r.settle(ar, ev.Seq, giveBack(ev))
 				continue
 			}
 			if ctx.Err() != nil {
@@ -218,7 +215,7 @@ func (ar *appRunner) runIn(ctx context.Context, app *appState, be appcode.Backen
 				// as runs the server died in.
 				for _, ev := range evs[i:] {
 					if ar.r.ctx.Err() == nil || ev.Started {
-						ar.r.e.settle(ar, ev.Seq, giveBack(ev))
+						ar.r.settle(ar, ev.Seq, giveBack(ev))
 					}
 				}
 				return
@@ -261,7 +258,7 @@ var errInterrupted = errors.New("the server stopped while this run was in flight
 // an event whose handler brings the server down is not run again at once
 // after each restart, but backs off like any failure and is parked as
 // dead after maxAttempts, while the server goes on with other work.
-func (ar *appRunner) interrupted(app *appState, be appcode.Backend, evs []store.Event) []store.Event {
+func (ar *appRunner) interrupted(app App, be appcode.Backend, evs []store.Event) []store.Event {
 	rest := evs[:0]
 	for _, ev := range evs {
 		if ev.Interrupted {
@@ -278,17 +275,17 @@ func (ar *appRunner) interrupted(app *appState, be appcode.Backend, evs []store.
 func changeEvent(ev store.Event) appcode.ChangeEvent {
 	r := ev.Rev
 	ce := appcode.ChangeEvent{DB: r.DB, DocID: r.ID, Seq: ev.Seq, Deleted: r.Deleted, Attempt: ev.Attempts + 1,
-		Doc: DocJSON(r.ID, r.Rev, r.Deleted, r.Body)}
+		Doc: appcode.DocJSON(r.ID, r.Rev, r.Deleted, r.Body)}
 	if ev.Old != nil {
-		ce.OldDoc = DocJSON(r.ID, ev.Old.Rev, false, ev.Old.Body)
+		ce.OldDoc = appcode.DocJSON(r.ID, ev.Old.Rev, false, ev.Old.Body)
 	}
 	return ce
 }
 
 // deliverOne runs one event and settles it. It reports whether the event
 // was acked.
-func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be appcode.Backend, ev store.Event) (acked bool) {
-	e := ar.r.e
+func (ar *appRunner) deliverOne(ctx context.Context, app App, be appcode.Backend, ev store.Event) (acked bool) {
+	e := ar.r
 	e.activity.Add(1)
 	defer e.activity.Add(1)
 	// The attempt counts before the handler runs: a run that takes the
@@ -324,8 +321,7 @@ func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be appcode.B
 	if origin == 0 {
 		origin = ev.Seq
 	}
-	hc := &handlerCtx{e: e, app: app, actor: Actor{User: ev.Rev.Writer.User, Device: ev.Rev.Writer.Device,
-		Admin: ev.Rev.Writer.User == AdminUser && ev.Rev.Writer.Device == "", Handler: appcode.OnChange, Depth: ev.Depth + 1, Origin: origin}}
+	hc := e.host.HandlerContext(app, Acting{Handler: appcode.OnChange, Writer: ev.Rev.Writer, Depth: ev.Depth + 1, Origin: origin})
 	err := be.OnChange(ctx, changeEvent(ev), hc)
 	if err == nil {
 		e.settle(ar, ev.Seq, store.Settlement{Ack: true})
@@ -335,8 +331,8 @@ func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be appcode.B
 		// The server stopped the run, not the handler: no attempt lost.
 		e.settle(ar, ev.Seq, giveBack(ev))
 		if ar.r.ctx.Err() == nil {
-			e.appLog(app, "onChange", "warn", fmt.Sprintf("onChange for %s/%s (seq %d, attempt %d) stopped: a new version of the code was deployed; "+
-				"the event runs again with it, as the same attempt", ev.Rev.DB, ev.Rev.ID, ev.Seq, ev.Attempts+1), fieldsJSON("seq", ev.Seq))
+			e.host.Log(app, "onChange", "warn", fmt.Sprintf("onChange for %s/%s (seq %d, attempt %d) stopped: a new version of the code was deployed; "+
+				"the event runs again with it, as the same attempt", ev.Rev.DB, ev.Rev.ID, ev.Seq, ev.Attempts+1), logFields("seq", ev.Seq))
 		}
 		return false
 	}
@@ -346,21 +342,21 @@ func (ar *appRunner) deliverOne(ctx context.Context, app *appState, be appcode.B
 
 // failed settles a run that failed, the attempts-th: a retry after the
 // backoff, or dead once out of attempts.
-func (ar *appRunner) failed(app *appState, be appcode.Backend, ev store.Event, attempts int, err error) {
-	e := ar.r.e
+func (ar *appRunner) failed(app App, be appcode.Backend, ev store.Event, attempts int, err error) {
+	e := ar.r
 	cfg := be.Config().OnChange
 	where := fmt.Sprintf("onChange for %s/%s (seq %d, attempt %d)", ev.Rev.DB, ev.Rev.ID, ev.Seq, attempts)
 	if attempts >= cfg.MaxAttempts {
 		e.settle(ar, ev.Seq, store.Settlement{Dead: true, Attempts: attempts, NextAt: e.clock.Now(), LastError: err.Error()})
-		e.appLog(app, "onChange", "error", where+" failed for the last time; the event is parked as dead: "+err.Error(),
-			fieldsJSON("seq", ev.Seq, "attempts", attempts))
+		e.host.Log(app, "onChange", "error", where+" failed for the last time; the event is parked as dead: "+err.Error(),
+			logFields("seq", ev.Seq, "attempts", attempts))
 		return
 	}
 	wait := backoff(attempts)
 	next := e.clock.Now().Add(wait)
 	e.settle(ar, ev.Seq, store.Settlement{Attempts: attempts, NextAt: next, LastError: err.Error()})
-	e.appLog(app, "onChange", "warn", where+" failed; retrying in "+wait.Round(time.Second).String()+": "+err.Error(),
-		fieldsJSON("seq", ev.Seq, "attempts", attempts))
+	e.host.Log(app, "onChange", "warn", where+" failed; retrying in "+wait.Round(time.Second).String()+": "+err.Error(),
+		logFields("seq", ev.Seq, "attempts", attempts))
 	// The retry's own wake-up: the deliverer may have looked for the next
 	// due event before this one was settled.
 	e.clock.AfterFunc(wait, func() { signal(ar.wake) })
@@ -368,7 +364,7 @@ func (ar *appRunner) failed(app *appState, be appcode.Backend, ev store.Event, a
 
 // settle records an event's outcome. Then the document's next event may
 // be claimed: the deliverer looks.
-func (e *Engine) settle(ar *appRunner, seq int64, s store.Settlement) {
+func (e *Runner) settle(ar *appRunner, seq int64, s store.Settlement) {
 	e.activity.Add(1)
 	// Also when the server is stopping: a run it stopped goes back.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ar.r.ctx), 30*time.Second)

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"time"
@@ -15,19 +15,19 @@ import (
 // deliverer had claimed it: the same lease, renewals and settlement, and
 // the store still holds a document's later events back until it settles.
 
-// slot is a run slot reserved for a write's event before its commit.
-type slot struct {
-	ar   *appRunner
-	code *appCode // the version whose runs the slot joins
+// Slot is a run slot reserved for a write's event before its commit.
+type Slot struct {
+	ar      *appRunner
+	version int // the code version whose runs the slot joins
 }
 
-// reserve takes a free slot of app's runner for w's event and asks the
+// Reserve takes a free slot of app's runner for w's event and asks the
 // commit to claim it; nil when there is none to take, or no reason to.
-func (r *runner) reserve(app *appState, w *store.Write) *slot {
-	if r == nil || w.Event == nil || !r.e.caps.CommitClaims || w.Event.NextAt.After(r.e.clock.Now()) {
+func (r *Runner) Reserve(app App, w *store.Write) *Slot {
+	if r == nil || w.Event == nil || !r.caps.CommitClaims || w.Event.NextAt.After(r.clock.Now()) {
 		return nil
 	}
-	be := app.backend()
+	be := app.Backend
 	if be == nil || !be.Has(appcode.OnChange) {
 		return nil
 	}
@@ -38,16 +38,16 @@ func (r *runner) reserve(app *appState, w *store.Write) *slot {
 	ar := r.ensure(app)
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
-	if ar.runs == nil || !sameCode(ar.code, app.code) || ar.inflight+ar.reserved >= cfg.Concurrency {
+	if ar.runs == nil || ar.version != app.Version || ar.inflight+ar.reserved >= cfg.Concurrency {
 		return nil
 	}
 	ar.reserved++
-	w.Event.ClaimUntil = r.e.clock.Now().Add(eventLease)
-	return &slot{ar: ar, code: ar.code}
+	w.Event.ClaimUntil = r.clock.Now().Add(eventLease)
+	return &Slot{ar: ar, version: ar.version}
 }
 
-// cancel gives the slot back: the commit failed or did not claim.
-func (s *slot) cancel() {
+// Cancel gives the slot back: the commit failed or did not claim.
+func (s *Slot) Cancel() {
 	if s == nil {
 		return
 	}
@@ -57,16 +57,16 @@ func (s *slot) cancel() {
 	signal(s.ar.wake)
 }
 
-// start runs the event the commit of w claimed (seq; head is the revision
+// Start runs the event the commit of w claimed (seq; head is the revision
 // it replaced) in the reserved slot. committed is when the commit
 // returned, for Options.OnDelivery.
-func (s *slot) start(app *appState, w *store.Write, head *store.Doc, seq int64, committed time.Time) {
+func (s *Slot) Start(app App, w *store.Write, head *store.Doc, seq int64, committed time.Time) {
 	ar := s.ar
 	ev := committedEvent(app, w, head, seq)
 	ar.hold([]store.Event{ev})
 	ar.mu.Lock()
-	ctx, live := ar.runs, sameCode(ar.code, s.code) && sameCode(s.code, app.code)
-	if ar.r.e.observe != nil {
+	ctx, live := ar.runs, ar.version == s.version && s.version == app.Version
+	if ar.r.observe != nil {
 		if ar.committed == nil {
 			ar.committed = map[int64]time.Time{}
 		}
@@ -76,17 +76,17 @@ func (s *slot) start(app *appState, w *store.Write, head *store.Doc, seq int64, 
 	if !live {
 		// A deploy went live since the slot was taken: the event goes
 		// back, and the deliverer runs it with the new code.
-		s.cancel()
+		s.Cancel()
 		ar.r.wg.Add(1)
-		go func() { defer ar.r.wg.Done(); ar.r.e.settle(ar, seq, giveBack(ev)) }()
+		go func() { defer ar.r.wg.Done(); ar.r.settle(ar, seq, giveBack(ev)) }()
 		return
 	}
-	ar.runIn(ctx, app, app.backend(), []store.Event{ev}, true)
+	ar.runIn(ctx, app, app.Backend, []store.Event{ev}, true)
 }
 
 // committedEvent is the event of w, committed at seq, as a claim would
 // read it back.
-func committedEvent(app *appState, w *store.Write, head *store.Doc, seq int64) store.Event {
+func committedEvent(app App, w *store.Write, head *store.Doc, seq int64) store.Event {
 	ev := store.Event{AppID: app.ID, Seq: seq, Depth: w.Event.Depth, Origin: w.Event.Origin, NextAt: w.Event.NextAt, Started: true,
 		Rev: store.Revision{Doc: store.Doc{DB: w.DB, ID: w.ID, Rev: w.Rev, Deleted: w.Deleted, Body: w.Body, Seq: seq, Time: w.Time,
 			Channels: w.Channels}, Writer: w.Writer, Path: w.Path}}
