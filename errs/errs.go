@@ -4,6 +4,7 @@
 package errs
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -107,4 +108,19 @@ func NewID() string {
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// Storage is the error a caller sees for a store call that failed: an
+// *Error stays as it is; a cancelled or expired context is unavailable,
+// to retry; anything else is internal, its detail kept for the log only.
+func Storage(err error) error {
+	var ee *Error
+	if errors.As(err, &ee) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return New(Unavailable, "the request was cancelled before it finished: %v; retry it", err)
+	}
+	return &Error{Code: Internal, Detail: err.Error(),
+		Message: "the server's storage failed; retry, and if it persists tell the server's operator"}
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
-	"github.com/handoff-run/handoff/internal/auth"
 	"github.com/handoff-run/handoff/internal/feed"
+	"github.com/handoff-run/handoff/internal/identity"
 	"github.com/handoff-run/handoff/internal/runner"
 	"github.com/handoff-run/handoff/store"
 )
@@ -87,8 +87,8 @@ type Engine struct {
 	fresh sync.Map // app ID -> *appCode
 	// feeds fans commits out to live subscribers.
 	feeds *feed.Hub
-	// replays remembers device tokens already used.
-	replays auth.Replays
+	// id keeps the users and devices (package identity).
+	id *identity.Service
 	// secrets caches each app's opened secrets for its handlers.
 	secrets   sync.Map // app ID -> map[string]string
 	secretKey []byte
@@ -120,6 +120,7 @@ func New(st store.Store, o Options) *Engine {
 	e := &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, code: o.Code,
 		observe: o.OnDelivery, poll: o.PollEvery, secretKey: o.SecretKey, apps: map[string]*appState{}}
 	e.node = mintID(e.clock.Now())
+	e.id = identity.New(st, e.clock, identity.Hooks{MayRead: e.mayReadApp, MembershipChanged: e.forgetApp})
 	e.caps = st.Capabilities()
 	if gw := e.caps.Grants; gw != nil {
 		gw.WatchGrants(e.grantsChanged)
@@ -225,7 +226,7 @@ func (e *Engine) grantsChanged(appID int64) {
 // appAs is app for a caller: a device or visitor of another app is refused
 // here, before anything of this app is read or written.
 func (e *Engine) appAs(ctx context.Context, a Actor, ref string) (*appState, error) {
-	if err := a.scoped(ref); err != nil {
+	if err := a.Scoped(ref); err != nil {
 		return nil, err
 	}
 	return e.app(ctx, ref)
@@ -246,17 +247,7 @@ func (e *Engine) forgetSecrets(appID int64) {
 
 // internal wraps a store failure. The failure's text (SQL, data) is its
 // Detail, for the server's log; neither HTTP clients nor app code see it.
-func internal(err error) error {
-	var ee *errs.Error
-	if errors.As(err, &ee) {
-		return err
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return errs.New(errs.Unavailable, "the request was cancelled before it finished: %v; retry it", err)
-	}
-	return &errs.Error{Code: errs.Internal, Detail: err.Error(),
-		Message: "the server's storage failed; retry, and if it persists tell the server's operator"}
-}
+func internal(err error) error { return errs.Storage(err) }
 
 // Activity is a counter that moves whenever the engine does something:
 // a commit, an event claimed or settled, a handler run starting or ending,

@@ -126,7 +126,7 @@ func (e *Engine) takeCeremony(ctx context.Context, appID int64, kind, id string)
 // visitorName checks that a is a visitor of appRef and returns their
 // name in it.
 func visitorName(a Actor, appRef string) (string, error) {
-	if err := a.scoped(appRef); err != nil {
+	if err := a.Scoped(appRef); err != nil {
 		return "", err
 	}
 	if !a.Visitor() {

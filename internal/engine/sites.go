@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/identity"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -38,7 +39,7 @@ func siteLabelRefs(label string) []string {
 			return refs
 		}
 		name, owner := label[:i+j], label[i+j+2:]
-		if appPartRE.MatchString(name) && appPartRE.MatchString(owner) {
+		if identity.IsName(name) && identity.IsName(owner) {
 			refs = append(refs, owner+"/"+name)
 		}
 		i += j + 1

@@ -11,13 +11,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/identity"
 )
 
 var (
-	appPartRE = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
-	dbNameRE  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-	fieldRE   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$`)
-	roleRE    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	dbNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	fieldRE  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$`)
+	roleRE   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 )
 
 // MaxIDBytes is the longest document id.
@@ -26,19 +26,14 @@ const MaxIDBytes = 512
 // ParseAppRef splits "owner/name" and checks both parts.
 func ParseAppRef(ref string) (owner, name string, err error) {
 	owner, name, ok := strings.Cut(ref, "/")
-	if !ok || !appPartRE.MatchString(owner) || !appPartRE.MatchString(name) {
+	if !ok || !identity.IsName(owner) || !identity.IsName(name) {
 		return "", "", errs.New(errs.Invalid, "app %q is not of the form owner/name (lowercase letters, digits and '-', 1-64 each)", ref)
 	}
 	return owner, name, nil
 }
 
 // ValidUserName checks a user name: the same rule as an app part.
-func ValidUserName(name string) error {
-	if !appPartRE.MatchString(name) {
-		return errs.New(errs.Invalid, "user name %q must be 1-64 lowercase letters, digits or '-'", name)
-	}
-	return nil
-}
+func ValidUserName(name string) error { return identity.ValidUserName(name) }
 
 // ValidDB checks a database name.
 func ValidDB(db string) error {

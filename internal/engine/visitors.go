@@ -170,7 +170,7 @@ func (e *Engine) newToken(ctx context.Context, user string) (string, error) {
 
 // SignOut revokes token, the visitor's own, and nothing else.
 func (e *Engine) SignOut(ctx context.Context, a Actor, appRef, token string) error {
-	if err := a.scoped(appRef); err != nil {
+	if err := a.Scoped(appRef); err != nil {
 		return err
 	}
 	if !a.Visitor() {

@@ -160,7 +160,7 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate appco
 	w := &store.Write{
 		AppID: app.ID, DB: db, ID: id,
 		Deleted: deleted, Body: body,
-		Writer: a.writer(), Path: a.path(), Time: e.clock.Now(),
+		Writer: a.Writer(), Path: a.LedgerPath(), Time: e.clock.Now(),
 	}
 	if head != nil {
 		w.BaseRev, w.PrevSeq = head.Rev, head.Seq

@@ -1,4 +1,4 @@
-package engine
+package identity
 
 import (
 	"github.com/handoff-run/handoff/errs"
@@ -32,11 +32,14 @@ type Actor struct {
 	Origin int64
 }
 
-func (a Actor) writer() store.Writer {
+// Writer is the actor as the ledger records a revision's writer.
+func (a Actor) Writer() store.Writer {
 	return store.Writer{User: a.User, Device: a.Device, Handler: string(a.Handler)}
 }
 
-func (a Actor) path() string {
+// LedgerPath is how the actor's call arrived, as the ledger records it:
+// the handler's name for a handler, else the client's label.
+func (a Actor) LedgerPath() string {
 	if a.Handler != "" {
 		return string(a.Handler)
 	}
@@ -61,9 +64,9 @@ func ClientPath(p string) string {
 // signed up on the app's page), not a user of the server.
 func (a Actor) Visitor() bool { return a.App != "" && a.Device == "" }
 
-// scoped refuses an actor confined to another app than ref ("" for
+// Scoped refuses an actor confined to another app than ref ("" for
 // anything outside every app: app creation, users, devices).
-func (a Actor) scoped(ref string) error {
+func (a Actor) Scoped(ref string) error {
 	if a.App == "" || a.App == ref {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package engine
+package identity
 
 import (
 	"context"
@@ -39,12 +39,12 @@ func signedIn(a Actor, what string) error {
 		return &errs.Error{Code: errs.Forbidden, Reason: "devices cannot do this",
 			Message: "a device cannot " + what + "; use your own token (HANDOFF_TOKEN) instead of HANDOFF_DEVICE"}
 	}
-	return a.scoped("")
+	return a.Scoped("")
 }
 
 // AddDevice registers a device's public key for the calling user,
 // optionally scoped to one app.
-func (e *Engine) AddDevice(ctx context.Context, a Actor, name string, public []byte, appRef string) (DeviceInfo, error) {
+func (e *Service) AddDevice(ctx context.Context, a Actor, name string, public []byte, appRef string) (DeviceInfo, error) {
 	if err := signedIn(a, "add devices"); err != nil {
 		return DeviceInfo{}, err
 	}
@@ -55,11 +55,7 @@ func (e *Engine) AddDevice(ctx context.Context, a Actor, name string, public []b
 		return DeviceInfo{}, errs.New(errs.Invalid, "the public key must be %d bytes of Ed25519; let `handoff device add` make it", ed25519.PublicKeySize)
 	}
 	if appRef != "" {
-		app, err := e.appAs(ctx, a, appRef)
-		if err != nil {
-			return DeviceInfo{}, err
-		}
-		if err := e.mayRead(a, app); err != nil {
+		if err := e.hooks.MayRead(ctx, a, appRef); err != nil {
 			return DeviceInfo{}, err
 		}
 	}
@@ -69,19 +65,19 @@ func (e *Engine) AddDevice(ctx context.Context, a Actor, name string, public []b
 		return DeviceInfo{}, errs.New(errs.Exists, "you already have a device named %q; revoke it first with `handoff device revoke %s`, or pick another name", name, name)
 	}
 	if err != nil {
-		return DeviceInfo{}, internal(err)
+		return DeviceInfo{}, errs.Storage(err)
 	}
 	return deviceInfo(d), nil
 }
 
 // Devices lists the calling user's devices, revoked ones included.
-func (e *Engine) Devices(ctx context.Context, a Actor) ([]DeviceInfo, error) {
+func (e *Service) Devices(ctx context.Context, a Actor) ([]DeviceInfo, error) {
 	if err := signedIn(a, "list devices"); err != nil {
 		return nil, err
 	}
 	ds, err := e.st.Devices(ctx, a.User)
 	if err != nil {
-		return nil, internal(err)
+		return nil, errs.Storage(err)
 	}
 	out := make([]DeviceInfo, len(ds))
 	for i, d := range ds {
@@ -92,7 +88,7 @@ func (e *Engine) Devices(ctx context.Context, a Actor) ([]DeviceInfo, error) {
 
 // RevokeDevice revokes one of the calling user's devices. The next
 // request it signs is refused: devices are looked up on every request.
-func (e *Engine) RevokeDevice(ctx context.Context, a Actor, name string) error {
+func (e *Service) RevokeDevice(ctx context.Context, a Actor, name string) error {
 	if err := signedIn(a, "revoke devices"); err != nil {
 		return err
 	}
@@ -104,7 +100,7 @@ func (e *Engine) RevokeDevice(ctx context.Context, a Actor, name string) error {
 		return errs.New(errs.NotFound, "you have no device named %q that is still valid; list them with `handoff device list`", name)
 	}
 	if err != nil {
-		return internal(err)
+		return errs.Storage(err)
 	}
 	return nil
 }
@@ -112,7 +108,7 @@ func (e *Engine) RevokeDevice(ctx context.Context, a Actor, name string) error {
 // AuthenticateDevice verifies a device-signed request: cred is the
 // Authorization value after "Device ", target the request's path and
 // query, body its bytes. Each token is accepted once.
-func (e *Engine) AuthenticateDevice(ctx context.Context, cred, method, target string, body []byte) (Actor, error) {
+func (e *Service) AuthenticateDevice(ctx context.Context, cred, method, target string, body []byte) (Actor, error) {
 	return e.AuthenticateDeviceBody(ctx, cred, method, target, func() ([]byte, error) { return body, nil })
 }
 
@@ -121,7 +117,7 @@ func (e *Engine) AuthenticateDevice(ctx context.Context, cred, method, target st
 // known and live device, so the caller may give a signer's body more time
 // than a stranger's (HTTP bodies over slow links). An error of body is
 // returned as it is.
-func (e *Engine) AuthenticateDeviceBody(ctx context.Context, cred, method, target string, body func() ([]byte, error)) (Actor, error) {
+func (e *Service) AuthenticateDeviceBody(ctx context.Context, cred, method, target string, body func() ([]byte, error)) (Actor, error) {
 	s, err := auth.ParseSigned(cred)
 	if err != nil {
 		return Actor{}, errs.New(errs.Unauthorized, "%v", err)
@@ -135,7 +131,7 @@ func (e *Engine) AuthenticateDeviceBody(ctx context.Context, cred, method, targe
 		return Actor{}, errs.New(errs.Unauthorized, "device %s of user %s is not registered; add it with `handoff device add`", s.Device, s.User)
 	}
 	if err != nil {
-		return Actor{}, internal(err)
+		return Actor{}, errs.Storage(err)
 	}
 	if !d.Revoked.IsZero() {
 		return Actor{}, errs.New(errs.Unauthorized, "device %s of user %s was revoked on %s; add a new device with `handoff device add`", d.Name, d.User, d.Revoked.UTC().Format(time.RFC3339))
@@ -159,7 +155,7 @@ func (e *Engine) AuthenticateDeviceBody(ctx context.Context, cred, method, targe
 	if nk := e.caps.Nonces; nk != nil {
 		fresh, err := nk.UseNonce(ctx, s.NonceKey(), now, now.Add(2*auth.TokenLifetime))
 		if err != nil {
-			return Actor{}, internal(err)
+			return Actor{}, errs.Storage(err)
 		}
 		if !fresh {
 			return Actor{}, replayed
@@ -167,7 +163,7 @@ func (e *Engine) AuthenticateDeviceBody(ctx context.Context, cred, method, targe
 	}
 	u, err := e.st.User(ctx, d.User)
 	if err != nil {
-		return Actor{}, internal(err)
+		return Actor{}, errs.Storage(err)
 	}
 	return Actor{User: u.Name, Admin: u.Admin, Device: d.Name, App: d.App}, nil
 }
