@@ -385,7 +385,7 @@ func TestRetiredRuntimesAreReleased(t *testing.T) {
 	en.app(app, false)
 	en.deploy(app, `
 globalThis.kept = []
-export function hold() { globalThis.kept.push(new Uint8Array(8 << 20).fill(1)); while (true) {} }
+export function hold() { globalThis.kept.push(new Uint8Array(8 << 20)); while (true) {} }
 export default function () { return {} }
 `)
 	if err := en.e.SetAccessTimeout(en.ctx, alice, app, 10*time.Millisecond); err != nil {
