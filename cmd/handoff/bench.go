@@ -22,7 +22,7 @@ func (c *cli) benchCmd() *cobra.Command {
 func (c *cli) benchJobsCmd() *cobra.Command {
 	var f benchJobsFlags
 	cmd := &cobra.Command{
-		Use:   "jobs [--jobs N] [--rate R] [--concurrency C] [--light] [--postgres URL] [--handlers js|go]",
+		Use:   "jobs [--jobs N] [--rate R] [--concurrency C] [--apps N] [--light] [--postgres URL] [--handlers js|go]",
 		Short: "Run the job pattern of examples/jobs in process and time it",
 		Long: `Run the job pattern in this process, on a fresh embedded store in a
 temporary directory (durable: every write is fsynced before it returns),
@@ -57,6 +57,7 @@ difference is what JavaScript adds to a job.`,
 	fl.IntVar(&f.o.Jobs, "jobs", 5000, "jobs to put")
 	fl.Float64Var(&f.o.Rate, "rate", 0, "jobs offered per second (0: as fast as the clients can)")
 	fl.IntVar(&f.o.Concurrency, "concurrency", 16, "clients putting jobs at once")
+	fl.IntVar(&f.o.Apps, "apps", 1, "spread the jobs over this many apps, each with examples/jobs' code (job i goes to app i mod N)")
 	fl.DurationVar(&f.o.Work, "work", 0, "how long each job's work takes (e.g. 1s): shows how many jobs run at once")
 	fl.BoolVar(&f.light, "light", false, "light load for the latency numbers: 200 jobs at 100 jobs/s, 4 clients (unless set)")
 	fl.StringVar(&f.o.Postgres, "postgres", "", "PostgreSQL server URL, postgres://USER:PASSWORD@HOST:PORT/DB: run on a fresh database created there (default $HANDOFF_POSTGRES)")
@@ -65,6 +66,10 @@ difference is what JavaScript adds to a job.`,
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress lines and no table on stderr")
 	return cmd
 }
+
+// maxBenchApps bounds --apps: each app runs its own deliverer and
+// scheduler.
+const maxBenchApps = 1000
 
 // benchJobsFlags are the flags of bench jobs.
 type benchJobsFlags struct {
@@ -88,6 +93,9 @@ func (c *cli) benchJobs(cmd *cobra.Command, f *benchJobsFlags) error {
 		}
 		if o.Handlers == bench.HandlersGo {
 			where += ", handlers in Go"
+		}
+		if o.Apps > 1 {
+			where += fmt.Sprintf(", %d apps", o.Apps)
 		}
 		fmt.Fprintf(c.stderr, "bench jobs: %d jobs, %s, %d clients, %s\n",
 			o.Jobs, rateText(o.Rate), o.Concurrency, where)
@@ -154,6 +162,9 @@ func (c *cli) benchJobsOptions(cmd *cobra.Command, f *benchJobsFlags) error {
 	}
 	if o.Concurrency <= 0 {
 		return usageError{fmt.Sprintf("--concurrency must be at least 1, got %d", o.Concurrency)}
+	}
+	if o.Apps <= 0 || o.Apps > maxBenchApps {
+		return usageError{fmt.Sprintf("--apps must be 1 to %d, got %d", maxBenchApps, o.Apps)}
 	}
 	if o.Handlers != bench.HandlersJS && o.Handlers != bench.HandlersGo {
 		return usageError{fmt.Sprintf("--handlers must be %s (examples/jobs) or %s (the same in Go), got %q", bench.HandlersJS, bench.HandlersGo, o.Handlers)}

@@ -43,11 +43,11 @@ type goJob struct {
 	DelayMs    int64           `json:"delayMs,omitempty"`
 }
 
-// goJobsApp is examples/jobs: its access.js (goTable) and its backend.js,
-// config included.
-func goJobsApp() handoff.App {
+// goJobsApp is examples/jobs named name: its access.js (goTable) and its
+// backend.js, config included.
+func goJobsApp(name string) handoff.App {
 	return handoff.App{
-		Name:   jobsApp,
+		Name:   name,
 		Tables: map[string]handoff.Table{jobsDB: goTable},
 		OnChange: handoff.OnChange{
 			Handle:      goOnChange,

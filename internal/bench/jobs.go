@@ -60,7 +60,22 @@ type JobsOptions struct {
 	// Work is how long each job's work takes (its delayMs): with it the
 	// run shows how many jobs run at once, not how fast they are moved.
 	Work time.Duration
+	// Apps spreads the jobs over this many apps, each with the job app's
+	// code (default 1): job i goes to app i mod Apps. Apps are the unit
+	// that commits and delivers apart, on one store or several.
+	Apps int
 }
+
+// appName is the name of the run's k-th app.
+func appName(k int) string {
+	if k == 0 {
+		return jobsApp
+	}
+	return fmt.Sprintf("%s-%d", jobsApp, k+1)
+}
+
+// appOf is the app of job i.
+func (o JobsOptions) appOf(i int) string { return appName(i % o.Apps) }
 
 // The values of JobsOptions.Handlers.
 const (
@@ -101,6 +116,7 @@ type JobsResult struct {
 	Jobs        int     `json:"jobs"`
 	Rate        float64 `json:"rate"` // offered jobs/s, 0: as fast as possible
 	Concurrency int     `json:"concurrency"`
+	Apps        int     `json:"apps"`
 	GOMAXPROCS  int     `json:"gomaxprocs"`
 	// WorkSeconds is each job's work (JobsOptions.Work).
 	WorkSeconds float64 `json:"work_seconds,omitempty"`
@@ -153,8 +169,10 @@ type watchStore struct {
 	done func(id string, at time.Time)
 
 	mu        sync.Mutex
-	committed map[int64]time.Time // seq -> durable (events not claimed yet)
+	committed map[eventKey]time.Time // durable (events not claimed yet)
 }
+
+type eventKey struct{ app, seq int64 }
 
 var doneMark = []byte(`"done"`)
 
@@ -166,7 +184,7 @@ func (s *watchStore) Commit(ctx context.Context, w *store.Write) (int64, error) 
 	at := time.Now()
 	if w.Event != nil {
 		s.mu.Lock()
-		s.committed[seq] = at
+		s.committed[eventKey{w.AppID, seq}] = at
 		s.mu.Unlock()
 	}
 	if w.DB == jobsDB && !w.Deleted && bytes.Contains(w.Body, doneMark) {
@@ -189,9 +207,10 @@ func (s *watchStore) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Ev
 func (s *watchStore) committedAt(evs []store.Event) []store.Event {
 	s.mu.Lock()
 	for i := range evs {
-		if at, ok := s.committed[evs[i].Seq]; ok {
+		k := eventKey{evs[i].AppID, evs[i].Seq}
+		if at, ok := s.committed[k]; ok {
 			evs[i].Rev.Time = at
-			delete(s.committed, evs[i].Seq)
+			delete(s.committed, k)
 		}
 	}
 	s.mu.Unlock()
@@ -213,7 +232,7 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 		return nil, err
 	}
 	defer cleanup()
-	st := &watchStore{Store: inner, committed: map[int64]time.Time{}, done: r.done}
+	st := &watchStore{Store: inner, committed: map[eventKey]time.Time{}, done: r.done}
 	e, stop, err := startJobs(ctx, st, o, r.delivered)
 	if err != nil {
 		return nil, err
@@ -239,19 +258,19 @@ func Jobs(ctx context.Context, o JobsOptions) (*JobsResult, error) {
 	end := r.end()
 	// Let the outbox drain (the done revisions' own events), so the
 	// check below sees the final ledger.
-	left, err := drain(ctx, e, jobsAdmin, 30*time.Second)
+	left, err := drain(ctx, e, jobsAdmin, o.Apps, 30*time.Second)
 	if err != nil {
 		return nil, err
 	}
 
-	res := &JobsResult{Store: storeName, Handlers: o.Handlers, Jobs: n, Rate: o.Rate, Concurrency: o.Concurrency, GOMAXPROCS: runtime.GOMAXPROCS(0), WorkSeconds: o.Work.Seconds(),
+	res := &JobsResult{Store: storeName, Handlers: o.Handlers, Jobs: n, Rate: o.Rate, Concurrency: o.Concurrency, Apps: o.Apps, GOMAXPROCS: runtime.GOMAXPROCS(0), WorkSeconds: o.Work.Seconds(),
 		Events: left, PutRetries: int(r.retries.Load())}
 	res.WallSeconds = end.Sub(start).Seconds()
 	res.JobsPerSec = float64(r.finished.Load()) / res.WallSeconds
 	res.CPUMsPerJob = ms(cpu) / float64(n)
 	res.CPUCores = cpu.Seconds() / cpuWall.Seconds()
 	r.latencies(res)
-	if err := checkLedger(ctx, e, owner, n, res); err != nil {
+	if err := checkLedger(ctx, e, owner, n, o.Apps, res); err != nil {
 		return nil, err
 	}
 	// The commit hook must tell the same story as the ledger.
@@ -277,6 +296,9 @@ func (o *JobsOptions) setDefaults() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	if o.Apps <= 0 {
+		o.Apps = 1
+	}
 	switch o.Handlers {
 	case "":
 		o.Handlers = HandlersJS
@@ -300,15 +322,19 @@ func jobIndex(id string, n int) (int, bool) {
 
 // drain waits until the app's outbox is empty, up to limit; it returns
 // how many events are still waiting.
-func drain(ctx context.Context, e *engine.Engine, admin engine.Actor, limit time.Duration) (int, error) {
+func drain(ctx context.Context, e *engine.Engine, admin engine.Actor, apps int, limit time.Duration) (int, error) {
 	deadline := time.Now().Add(limit)
 	for {
-		evs, err := e.Events(ctx, admin, jobsApp, false, 0, engine.MaxLimit)
-		if err != nil {
-			return 0, err
+		waiting := 0
+		for k := range apps {
+			evs, err := e.Events(ctx, admin, appName(k), false, 0, engine.MaxLimit)
+			if err != nil {
+				return 0, err
+			}
+			waiting += len(evs)
 		}
-		if len(evs) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
-			return len(evs), nil
+		if waiting == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			return waiting, nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -318,15 +344,44 @@ func drain(ctx context.Context, e *engine.Engine, admin engine.Actor, limit time
 // revision — and counts, per job, the revisions that moved it into done.
 // Exactly one is the property the job pattern promises; a second would
 // mean a job was finished twice.
-func checkLedger(ctx context.Context, e *engine.Engine, owner engine.Actor, n int, res *JobsResult) error {
+func checkLedger(ctx context.Context, e *engine.Engine, owner engine.Actor, n, apps int, res *JobsResult) error {
 	type state struct {
 		status string
 		dones  int
 	}
 	jobs := make([]state, n)
+	for k := range apps {
+		if err := readLedger(ctx, e, owner, appName(k), func(i int, status string) {
+			if i%apps != k {
+				return // not a job of this app
+			}
+			if status == "done" && jobs[i].status != "done" {
+				jobs[i].dones++
+			}
+			jobs[i].status = status
+		}, n); err != nil {
+			return err
+		}
+	}
+	for _, j := range jobs {
+		switch {
+		case j.dones > 1:
+			res.DoneTwice++
+		case j.dones == 1 && j.status == "done":
+			res.Done++
+		default:
+			res.NotDone++
+		}
+	}
+	return nil
+}
+
+// readLedger hands each revision of app's jobs database to job, in
+// commit order: the job's number and its status.
+func readLedger(ctx context.Context, e *engine.Engine, owner engine.Actor, app string, job func(i int, status string), n int) error {
 	var since int64
 	for {
-		page, err := e.Changes(ctx, owner, jobsApp, jobsDB, since, engine.MaxLimit)
+		page, err := e.Changes(ctx, owner, app, jobsDB, since, engine.MaxLimit)
 		if err != nil {
 			return err
 		}
@@ -341,27 +396,13 @@ func checkLedger(ctx context.Context, e *engine.Engine, owner engine.Actor, n in
 			if err := json.Unmarshal(c.Doc, &d); err != nil {
 				return fmt.Errorf("revision %d of %s: %w", c.Seq, c.ID, err)
 			}
-			if d.Status == "done" && jobs[i].status != "done" {
-				jobs[i].dones++
-			}
-			jobs[i].status = d.Status
+			job(i, d.Status)
 		}
 		if len(page.Changes) == 0 || page.Last == since {
-			break
+			return nil
 		}
 		since = page.Last
 	}
-	for _, j := range jobs {
-		switch {
-		case j.dones > 1:
-			res.DoneTwice++
-		case j.dones == 1 && j.status == "done":
-			res.Done++
-		default:
-			res.NotDone++
-		}
-	}
-	return nil
 }
 
 // progress prints a line a second while the run lasts.

@@ -42,3 +42,18 @@ func TestJobsWork(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsOverApps: with Apps, job i goes to app i mod Apps and is done
+// there exactly once; the ledger check reads each app's own jobs only, so
+// a job put into the wrong app would count as not done.
+func TestJobsOverApps(t *testing.T) {
+	for _, h := range []string{HandlersGo, HandlersJS} {
+		res, err := Jobs(context.Background(), JobsOptions{Jobs: 30, Concurrency: 4, Apps: 3, Handlers: h})
+		if err != nil {
+			t.Fatalf("%s: %v", h, err)
+		}
+		if res.Apps != 3 || res.Done != 30 || res.DoneTwice != 0 || res.NotDone != 0 || !res.OK {
+			t.Errorf("%s: %d apps, %d done, %d twice, %d not done (ok %v); want 3 apps and 30 jobs done once", h, res.Apps, res.Done, res.DoneTwice, res.NotDone, res.OK)
+		}
+	}
+}

@@ -105,12 +105,13 @@ func (r *jobsRun) putJob(ctx context.Context, e *engine.Engine, o JobsOptions, o
 	}
 	body = append(body, '}')
 	t0 := time.Now()
-	_, err := e.Put(ctx, owner, jobsApp, jobsDB, jobID(i), body, appcode.PutOptions{})
+	app := o.appOf(i)
+	_, err := e.Put(ctx, owner, app, jobsDB, jobID(i), body, appcode.PutOptions{})
 	// A put refused before its commit because the machine stalled
 	// (access.js past its deadline, overload) is tried again, and counted.
 	for try := 1; try < maxPutTries && (errs.Is(err, errs.AccessError) || errs.Is(err, errs.Unavailable)); try++ {
 		r.retries.Add(1)
-		_, err = e.Put(ctx, owner, jobsApp, jobsDB, jobID(i), body, appcode.PutOptions{})
+		_, err = e.Put(ctx, owner, app, jobsDB, jobID(i), body, appcode.PutOptions{})
 	}
 	if err != nil {
 		return fmt.Errorf("putting %s: %w", jobID(i), err)

@@ -23,7 +23,11 @@ var jobsAdmin = engine.Actor{User: engine.AdminUser, Admin: true, Path: "cli"}
 // stops the engine and leaves st open.
 func startJobs(ctx context.Context, st store.Store, o JobsOptions, onDelivery func(time.Duration)) (e *engine.Engine, stop func(), err error) {
 	if o.Handlers == HandlersGo {
-		h, err := handoff.New(ctx, st, handoff.Options{Apps: []handoff.App{goJobsApp()}, Logger: o.Logger, OnDelivery: onDelivery})
+		var apps []handoff.App
+		for k := range o.Apps {
+			apps = append(apps, goJobsApp(appName(k)))
+		}
+		h, err := handoff.New(ctx, st, handoff.Options{Apps: apps, Logger: o.Logger, OnDelivery: onDelivery})
 		if err != nil {
 			return nil, nil, fmt.Errorf("opening the Go job app: %w", err)
 		}
@@ -48,11 +52,13 @@ func startJobs(ctx context.Context, st store.Store, o JobsOptions, onDelivery fu
 	if _, err := e.AddUser(ctx, jobsAdmin, jobsOwner); err != nil {
 		return nil, nil, err
 	}
-	if _, err := e.CreateApp(ctx, jobsAdmin, jobsApp, false); err != nil {
-		return nil, nil, err
-	}
-	if _, err := e.Deploy(ctx, jobsAdmin, jobsApp, string(accessJS), string(backendJS)); err != nil {
-		return nil, nil, fmt.Errorf("deploying examples/jobs: %w", err)
+	for k := range o.Apps {
+		if _, err := e.CreateApp(ctx, jobsAdmin, appName(k), false); err != nil {
+			return nil, nil, err
+		}
+		if _, err := e.Deploy(ctx, jobsAdmin, appName(k), string(accessJS), string(backendJS)); err != nil {
+			return nil, nil, fmt.Errorf("deploying examples/jobs: %w", err)
+		}
 	}
 	if err := e.Start(ctx); err != nil {
 		return nil, nil, err
