@@ -60,6 +60,7 @@ difference is what JavaScript adds to a job.`,
 	fl.IntVar(&f.o.Apps, "apps", 1, "spread the jobs over this many apps, each with examples/jobs' code (job i goes to app i mod N)")
 	fl.DurationVar(&f.o.Work, "work", 0, "how long each job's work takes (e.g. 1s): shows how many jobs run at once")
 	fl.BoolVar(&f.light, "light", false, "light load for the latency numbers: 200 jobs at 100 jobs/s, 4 clients (unless set)")
+	fl.StringVar(&f.o.PostgresDB, "postgres-db", "", "with --postgres: run in this existing database, left in place after, instead of a fresh one (it must hold no bench run)")
 	fl.StringVar(&f.o.Postgres, "postgres", "", "PostgreSQL server URL, postgres://USER:PASSWORD@HOST:PORT/DB: run on a fresh database created there (default $HANDOFF_POSTGRES)")
 	fl.StringVar(&f.o.Handlers, "handlers", bench.HandlersJS, "js: examples/jobs' access.js and backend.js; go: the same table and handlers in Go, to measure the engine and store without JavaScript")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
@@ -112,6 +113,9 @@ func (c *cli) benchJobs(cmd *cobra.Command, f *benchJobsFlags) error {
 		defer pprof.StopCPUProfile()
 	}
 	res, err := bench.Jobs(cmd.Context(), *o)
+	if errors.Is(err, bench.ErrEarlierRun) {
+		return errs.New(errs.Invalid, "bench jobs: %v", err)
+	}
 	if errors.Is(err, bench.ErrStore) && o.Postgres != "" {
 		return errs.New(errs.Unavailable, "bench jobs: %v; check that PostgreSQL is up at that URL and its role may CREATE DATABASE", err)
 	}
@@ -139,6 +143,9 @@ func (c *cli) benchJobsOptions(cmd *cobra.Command, f *benchJobsFlags) error {
 	fl, o := cmd.Flags(), &f.o
 	if o.Postgres == "" {
 		o.Postgres = c.getenv("HANDOFF_POSTGRES")
+	}
+	if o.PostgresDB != "" && o.Postgres == "" {
+		return usageError{"--postgres-db names a database on a PostgreSQL server: give the server with --postgres (or HANDOFF_POSTGRES)"}
 	}
 	if err := postgres.CheckURL(o.Postgres); o.Postgres != "" && err != nil {
 		return usageError{"--postgres (or HANDOFF_POSTGRES) must be a postgres://USER:PASSWORD@HOST:PORT/DB URL: " + err.Error()}

@@ -45,6 +45,11 @@ type JobsOptions struct {
 	// a database of its own created there, and dropped after, instead of
 	// the embedded store.
 	Postgres string
+	// PostgresDB, with Postgres, names an existing database on that
+	// server to run in instead of a fresh one, left in place after: one
+	// set up beforehand (its settings, pg_stat_statements), or one of
+	// several an app placement spans. It must hold no bench run yet.
+	PostgresDB string
 	// Timeout bounds the wait for the last job to be done; default one
 	// minute plus 10 ms per job.
 	Timeout time.Duration
@@ -298,6 +303,9 @@ func (o *JobsOptions) setDefaults() error {
 	}
 	if o.Apps <= 0 {
 		o.Apps = 1
+	}
+	if o.PostgresDB != "" && o.Postgres == "" {
+		return errors.New("a database to run in (PostgresDB) needs the PostgreSQL server's URL (Postgres)")
 	}
 	switch o.Handlers {
 	case "":

@@ -2,10 +2,13 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/handoff-run/handoff/internal/pgtest"
 	"github.com/handoff-run/handoff/store"
+	"github.com/handoff-run/handoff/store/postgres"
 )
 
 // hinting is a store that gives one hint.
@@ -55,5 +58,34 @@ func TestJobsOverApps(t *testing.T) {
 		if res.Apps != 3 || res.Done != 30 || res.DoneTwice != 0 || res.NotDone != 0 || !res.OK {
 			t.Errorf("%s: %d apps, %d done, %d twice, %d not done (ok %v); want 3 apps and 30 jobs done once", h, res.Apps, res.Done, res.DoneTwice, res.NotDone, res.OK)
 		}
+	}
+}
+
+// TestJobsInAGivenDatabase: with PostgresDB the run uses that database on
+// the server, not a fresh one, and leaves it in place; a second run there
+// is refused, since the first run's jobs would be counted with its own.
+func TestJobsInAGivenDatabase(t *testing.T) {
+	server := pgtest.Need(t)
+	db := pgtest.Fresh(t, 4) // dropped when the test ends
+	name := dbName(db)
+	o := JobsOptions{Jobs: 20, Concurrency: 4, Handlers: HandlersGo, Postgres: server, PostgresDB: name}
+	res, err := Jobs(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Store != StorePostgres || res.Done != 20 || !res.OK {
+		t.Fatalf("store %s, %d done (ok %v); want 20 done on PostgreSQL", res.Store, res.Done, res.OK)
+	}
+	st, err := postgres.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps, err := st.Apps(context.Background())
+	st.Close()
+	if err != nil || len(apps) == 0 {
+		t.Fatalf("the run's database holds apps %v (%v); the run should have been left there", apps, err)
+	}
+	if _, err := Jobs(context.Background(), o); !errors.Is(err, ErrEarlierRun) {
+		t.Fatalf("a second run in the same database = %v, want ErrEarlierRun", err)
 	}
 }

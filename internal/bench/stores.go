@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,27 +29,47 @@ const (
 // up (a PostgreSQL server out of reach, a role without CREATEDB).
 var ErrStore = errors.New("cannot set up the store")
 
+// ErrEarlierRun marks a database given to run in that already holds a
+// bench run (JobsOptions.PostgresDB).
+var ErrEarlierRun = errors.New("the database already holds a bench run")
+
 // openStore opens the fresh durable store a run measures: a PostgreSQL
 // database made for the run when o.Postgres is set, else SQLite in o.Dir
 // or a temporary directory. cleanup closes it and removes what it made.
 func openStore(ctx context.Context, o JobsOptions) (st store.Store, name string, cleanup func(), err error) {
 	defer func() {
-		if err != nil {
+		if err != nil && !errors.Is(err, ErrEarlierRun) {
 			err = fmt.Errorf("%w: %w", ErrStore, err)
 		}
 	}()
 	if o.Postgres != "" {
-		dbURL, drop, err := freshPostgres(ctx, o.Postgres)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		if o.Progress != nil {
-			fmt.Fprintf(o.Progress, "  database %s on %s, dropped at the end\n", dbName(dbURL), postgres.Redact(o.Postgres))
+		dbURL, drop, err := "", func() {}, error(nil)
+		if o.PostgresDB != "" {
+			if err := postgres.CheckURL(o.Postgres); err != nil {
+				return nil, "", nil, fmt.Errorf("postgres URL: %w", err)
+			}
+			dbURL = withDatabase(o.Postgres, o.PostgresDB)
+			if o.Progress != nil {
+				fmt.Fprintf(o.Progress, "  database %s on %s, left in place\n", o.PostgresDB, postgres.Redact(o.Postgres))
+			}
+		} else {
+			if dbURL, drop, err = freshPostgres(ctx, o.Postgres); err != nil {
+				return nil, "", nil, err
+			}
+			if o.Progress != nil {
+				fmt.Fprintf(o.Progress, "  database %s on %s, dropped at the end\n", dbName(dbURL), postgres.Redact(o.Postgres))
+			}
 		}
 		pg, err := postgres.Open(ctx, dbURL)
 		if err != nil {
 			drop()
 			return nil, "", nil, err
+		}
+		if o.PostgresDB != "" {
+			if err := noEarlierRun(ctx, pg, o.PostgresDB); err != nil {
+				pg.Close()
+				return nil, "", nil, err
+			}
 		}
 		return pg, StorePostgres, func() { pg.Close(); drop() }, nil
 	}
@@ -66,6 +87,21 @@ func openStore(ctx context.Context, o JobsOptions) (st store.Store, name string,
 		return nil, "", nil, err
 	}
 	return sq, StoreSQLite, func() { sq.Close(); rm() }, nil
+}
+
+// noEarlierRun refuses a database that already holds a bench run: its
+// jobs would be counted with the new ones.
+func noEarlierRun(ctx context.Context, st store.Store, db string) error {
+	apps, err := st.Apps(ctx)
+	if err != nil {
+		return err
+	}
+	for _, a := range apps {
+		if ref := a.Owner + "/" + a.Name; strings.HasPrefix(ref, jobsApp) {
+			return fmt.Errorf("%w: database %s has app %s; give an empty database, or leave the database out for a fresh one", ErrEarlierRun, db, ref)
+		}
+	}
+	return nil
 }
 
 // freshPostgres creates an empty database, named uniquely, on the server
