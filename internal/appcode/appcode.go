@@ -7,6 +7,8 @@
 // only for its types.
 package appcode
 
+import "encoding/json"
+
 // Handler names a backend.js handler: the actor of the writes it makes,
 // which ctx.requireBackend checks in access.js.
 type Handler string
@@ -17,3 +19,16 @@ const (
 	Scheduled Handler = "scheduled"
 	Fetch     Handler = "fetch"
 )
+
+// LogFields builds the fields of an app's log line from key, value
+// pairs; a pair whose key is not a string is left out.
+func LogFields(kv ...any) json.RawMessage {
+	m := make(map[string]any, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		if k, ok := kv[i].(string); ok {
+			m[k] = kv[i+1]
+		}
+	}
+	b, _ := json.Marshal(m)
+	return b
+}

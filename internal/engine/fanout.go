@@ -83,7 +83,7 @@ func (e *Engine) spendFanOut(app *appState, a Actor) error {
 	f.mu.Unlock()
 	if tell {
 		e.appLog(app, "server", "warn", fmt.Sprintf("fan-out budget: the onChange writes that follow from the write at seq %d reached %d (config.onChange.fanOut); its further writes are refused with fan_out", a.Origin, limit),
-			fieldsJSON("origin", a.Origin, "fanOut", limit))
+			appcode.LogFields("origin", a.Origin, "fanOut", limit))
 	}
 	return errs.New(errs.FanOut, "the onChange runs that follow from the write at seq %d have made %d writes, the app's fan-out budget; this write is refused. "+
 		"Write fewer documents per event, or raise config.onChange.fanOut in backend.js", a.Origin, limit)

@@ -57,7 +57,7 @@ func (e *Engine) Fetch(ctx context.Context, a Actor, appRef string, req appcode.
 		detail = ee.Detail
 	}
 	e.appLog(app, "fetch", "error", "fetch "+req.Method+" "+req.Path+" failed: "+detail,
-		fieldsJSON("method", req.Method, "path", req.Path, "errorId", id))
+		appcode.LogFields("method", req.Method, "path", req.Path, "errorId", id))
 	switch {
 	case ee != nil && ee.Code == errs.Unavailable:
 		return appcode.FetchResponse{}, errs.New(errs.Unavailable, "app %s's fetch handler is being replaced or the server is stopping; retry", appRef)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/errs"
+	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -33,16 +34,6 @@ func (e *Engine) appLog(app *appState, source, level, message string, fields jso
 		e.log.Error("storing an app log line", "app", app.ref(), "err", err)
 	}
 	e.log.Debug("app log", "app", app.ref(), "source", source, "level", level, "msg", message)
-}
-
-// fieldsJSON builds a log line's fields from key, value pairs.
-func fieldsJSON(kv ...any) json.RawMessage {
-	m := map[string]any{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m[kv[i].(string)] = kv[i+1]
-	}
-	b, _ := json.Marshal(m)
-	return b
 }
 
 // LogLine is one line of an app's log as the API shows it.
@@ -95,7 +86,7 @@ func (e *Engine) LogDeploy(ctx context.Context, a Actor, appRef, level, message 
 	}
 	var fields json.RawMessage
 	if len(kv) > 0 {
-		fields = fieldsJSON(kv...)
+		fields = appcode.LogFields(kv...)
 	}
 	e.appLog(app, "deploy", level, message, fields)
 	return nil

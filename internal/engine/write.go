@@ -177,7 +177,7 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate appco
 				// The writer gets the error too, but the app's developer
 				// is often someone else: the log keeps it for them.
 				e.appLog(app, "access", "error", fmt.Sprintf("access.js failed on a write of %s/%s: %v", db, id, err),
-					fieldsJSON("db", db, "id", id, "user", a.User, "handler", a.Handler))
+					appcode.LogFields("db", db, "id", id, "user", a.User, "handler", a.Handler))
 			}
 			return res, true, err
 		}
@@ -194,8 +194,10 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate appco
 	var guarded bool
 	w.Event, guarded = e.eventFor(a, app, w, head)
 	var slot *runner.Slot
+	var ra runner.App // the app as the runner sees it, when there is an event
 	if w.Event != nil {
-		slot = e.runner.Reserve(app.forRunner(), w)
+		ra = app.forRunner()
+		slot = e.runner.Reserve(ra, w)
 	}
 	seq, err := e.st.Commit(ctx, w)
 	if errors.Is(err, store.ErrHeadMoved) {
@@ -212,10 +214,10 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate appco
 	e.activity.Add(1)
 	switch {
 	case slot != nil && w.Event.Claimed:
-		slot.Start(app.forRunner(), w, head, seq, e.clock.Now())
+		slot.Start(ra, w, head, seq, e.clock.Now())
 	case w.Event != nil:
 		slot.Cancel()
-		e.runner.Poke(app.forRunner())
+		e.runner.Poke(ra)
 	}
 	if guarded {
 		e.loopGuarded(a, app, w)

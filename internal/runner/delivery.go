@@ -332,7 +332,7 @@ func (ar *appRunner) deliverOne(ctx context.Context, app App, be appcode.Backend
 		e.settle(ar, ev.Seq, giveBack(ev))
 		if ar.r.ctx.Err() == nil {
 			e.host.Log(app, "onChange", "warn", fmt.Sprintf("onChange for %s/%s (seq %d, attempt %d) stopped: a new version of the code was deployed; "+
-				"the event runs again with it, as the same attempt", ev.Rev.DB, ev.Rev.ID, ev.Seq, ev.Attempts+1), logFields("seq", ev.Seq))
+				"the event runs again with it, as the same attempt", ev.Rev.DB, ev.Rev.ID, ev.Seq, ev.Attempts+1), appcode.LogFields("seq", ev.Seq))
 		}
 		return false
 	}
@@ -349,14 +349,14 @@ func (ar *appRunner) failed(app App, be appcode.Backend, ev store.Event, attempt
 	if attempts >= cfg.MaxAttempts {
 		e.settle(ar, ev.Seq, store.Settlement{Dead: true, Attempts: attempts, NextAt: e.clock.Now(), LastError: err.Error()})
 		e.host.Log(app, "onChange", "error", where+" failed for the last time; the event is parked as dead: "+err.Error(),
-			logFields("seq", ev.Seq, "attempts", attempts))
+			appcode.LogFields("seq", ev.Seq, "attempts", attempts))
 		return
 	}
 	wait := backoff(attempts)
 	next := e.clock.Now().Add(wait)
 	e.settle(ar, ev.Seq, store.Settlement{Attempts: attempts, NextAt: next, LastError: err.Error()})
 	e.host.Log(app, "onChange", "warn", where+" failed; retrying in "+wait.Round(time.Second).String()+": "+err.Error(),
-		logFields("seq", ev.Seq, "attempts", attempts))
+		appcode.LogFields("seq", ev.Seq, "attempts", attempts))
 	// The retry's own wake-up: the deliverer may have looked for the next
 	// due event before this one was settled.
 	e.clock.AfterFunc(wait, func() { signal(ar.wake) })

@@ -307,15 +307,3 @@ func (ar *appRunner) current() (App, appcode.Backend, error) {
 	}
 	return app, app.Backend, nil
 }
-
-// logFields builds a log line's fields from key, value pairs.
-func logFields(kv ...any) json.RawMessage {
-	m := make(map[string]any, len(kv)/2)
-	for i := 0; i+1 < len(kv); i += 2 {
-		if k, ok := kv[i].(string); ok {
-			m[k] = kv[i+1]
-		}
-	}
-	b, _ := json.Marshal(m)
-	return b
-}

@@ -93,11 +93,11 @@ func (ar *appRunner) runTick(app App, be appcode.Backend, planned time.Time) {
 	case deployed.Load():
 		t.Error = "stopped: a new version of the code was deployed"
 		e.host.Log(app, "scheduled", "warn", "scheduled tick "+t.Error+"; the new version ticks from the next interval",
-			logFields("scheduledTime", planned.UnixMilli()))
+			appcode.LogFields("scheduledTime", planned.UnixMilli()))
 	case err != nil:
 		t.Error = err.Error()
 		if ctx.Err() == nil {
-			e.host.Log(app, "scheduled", "error", "scheduled tick failed: "+err.Error(), logFields("scheduledTime", planned.UnixMilli()))
+			e.host.Log(app, "scheduled", "error", "scheduled tick failed: "+err.Error(), appcode.LogFields("scheduledTime", planned.UnixMilli()))
 		}
 	}
 	ar.mu.Lock()

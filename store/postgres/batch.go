@@ -79,7 +79,7 @@ func queueHeads(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int, 
 // to this node and marked running as it goes in, when it is the first of
 // its document in the batch, and no earlier live event of its
 // document exists; Claimed tells the committer so once the batch commits.
-func queueEvents(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int, node string) (claimed func() map[int64]bool) {
+func queueEvents(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int, node string) (claimed map[int64]bool) {
 	var offsets, nextAt, origins, until []int64
 	var depths []int32
 	var dbs, ids []string
@@ -105,12 +105,13 @@ func queueEvents(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int,
 		until = append(until, u)
 	}
 	if len(offsets) == 0 {
-		return func() map[int64]bool { return nil }
+		return nil
 	}
 	if !asked {
 		b.Queue(sqlAddEvents, app, n, offsets, depths, nextAt, origins, dbs, ids)
-		return func() map[int64]bool { return nil }
+		return nil
 	}
+	// Filled as the batch's results are read.
 	got := map[int64]bool{}
 	b.Queue(sqlAddClaimedEvents, app, n, offsets, depths, nextAt, origins, dbs, ids, until, node).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
@@ -123,7 +124,7 @@ func queueEvents(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int,
 		}
 		return rows.Err()
 	})
-	return func() map[int64]bool { return got }
+	return got
 }
 
 // queueGrants brings grants (each live document's grants) and

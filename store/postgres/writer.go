@@ -321,12 +321,11 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 	for _, i := range grantWrites {
 		batch[i].w.GrantsChanged = tally.Moved(app)
 	}
-	claimed := t.claimed()
 	for j, i := range accepted {
 		seq := t.last - t.n + int64(j) + 1
 		results[i] = commitRes{seq: seq}
 		if ev := batch[i].w.Event; ev != nil {
-			ev.Claimed = claimed[seq]
+			ev.Claimed = t.claimed[seq]
 		}
 	}
 	s.hintHeads(app, batch, accepted, keys, states, t.last)
@@ -447,8 +446,9 @@ type writeTrip struct {
 	last      int64   // the batch's last seq, once taken
 	committed bool    // COMMIT succeeded
 	newDBs    []dbKey // databases the batch creates
-	// claimed returns the seqs of the events claimed for their committers.
-	claimed func() map[int64]bool
+	// claimed are the seqs of the events claimed for their committers,
+	// known once the batch has run.
+	claimed map[int64]bool
 }
 
 // queueWrites queues the second round trip: take the seqs, write the
