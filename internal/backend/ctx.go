@@ -100,18 +100,18 @@ func (rt *runtime) secrets() goja.Value {
 	return vm.ToValue(p)
 }
 
-// op is one ctx.db call being checked: its name for messages, the Error
-// that will carry a failure (made now, so its stack points at the user's
-// line), and the running call.
+// op is one ctx.db call being checked: its name for messages, the JS
+// call stack (taken now, so a failure's Error points at the user's line),
+// and the running call.
 type op struct {
-	rt   *runtime
-	name string
-	err  *goja.Object
-	c    *call
+	rt    *runtime
+	name  string
+	stack []goja.StackFrame
+	c     *call
 }
 
 func (rt *runtime) begin(name string) *op {
-	return &op{rt: rt, name: "ctx.db." + name, err: rt.newError(), c: rt.cur.Load()}
+	return &op{rt: rt, name: "ctx.db." + name, stack: rt.vm.CaptureCallStack(0, nil), c: rt.cur.Load()}
 }
 
 // invalid rejects the call at once with code invalid.
@@ -121,7 +121,7 @@ func (o *op) invalid(format string, args ...any) goja.Value {
 
 func (o *op) rejectNow(err error) goja.Value {
 	p, _, reject := o.rt.vm.NewPromise()
-	_ = reject(dbError{err: err, obj: o.err}.JSValue(o.rt.vm))
+	_ = reject(dbError{err: err, rt: o.rt, stack: o.stack}.JSValue(o.rt.vm))
 	return o.rt.vm.ToValue(p)
 }
 
@@ -132,7 +132,7 @@ func (o *op) run(work func(ctx context.Context, hc appcode.HandlerContext) (any,
 	return o.rt.vm.Async(func(ctx context.Context) (any, error) {
 		v, err := work(ctx, hc)
 		if err != nil {
-			return nil, dbError{err: err, obj: o.err}
+			return nil, dbError{err: err, rt: o.rt, stack: o.stack}
 		}
 		return v, nil
 	})
