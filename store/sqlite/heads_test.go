@@ -3,7 +3,10 @@ package sqlite
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/handoff-run/handoff/store"
@@ -83,5 +86,59 @@ func TestHeadsBounded(t *testing.T) {
 	b.forget([]*head{{key: k}})
 	if b.get(k) != nil {
 		t.Fatal("a head being replaced is still served from memory")
+	}
+}
+
+// TestNewDocumentCheckedByItsInsert: a write that takes its document to
+// be new is not looked up when the cache does not hold the document; the
+// head's insert is the check. A document that exists after all (written
+// before the store was opened, so not cached) is refused with
+// ErrHeadMoved, and the refusal costs no sequence number and leaves the
+// rest of the transaction to commit.
+func TestNewDocumentCheckedByItsInsert(t *testing.T) {
+	dir := t.TempDir()
+	st := open(t, dir)
+	app := newApp(t, st)
+	ctx := context.Background()
+	if _, err := st.Commit(ctx, put(app, "jobs", "j1", `{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	st = open(t, dir)
+
+	dup := put(app, "jobs", "j1", `{"n":2}`)
+	dup.Rev = "1-b"
+	other := put(app, "jobs", "j2", `{"n":3}`)
+	// One transaction for both: the writer is held by an op until both
+	// are queued, then takes them together.
+	hold, held := make(chan struct{}), make(chan struct{})
+	if err := st.enqueue(func(*sql.Tx) error { close(held); <-hold; return nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	seqs := make([]int64, 2)
+	wg.Go(func() { seqs[0], errs[0] = st.Commit(ctx, dup) })
+	for len(st.writes) < 1 {
+		runtime.Gosched()
+	}
+	wg.Go(func() { seqs[1], errs[1] = st.Commit(ctx, other) })
+	for len(st.writes) < 2 {
+		runtime.Gosched()
+	}
+	close(hold)
+	wg.Wait()
+	if errs[0] != store.ErrHeadMoved {
+		t.Fatalf("new write of an existing document: %v, want ErrHeadMoved", errs[0])
+	}
+	if errs[1] != nil || seqs[1] != 2 {
+		t.Fatalf("the other write of the transaction: seq %d, %v; want seq 2", seqs[1], errs[1])
+	}
+	if d, err := st.Get(ctx, app, "jobs", "j1"); err != nil || d == nil || d.Rev != "1-a" {
+		t.Fatalf("j1 after the refused write: %+v, %v", d, err)
+	}
+	if seq, err := st.LastSeq(ctx, app); err != nil || seq != 2 {
+		t.Fatalf("last seq %d, %v; want 2", seq, err)
 	}
 }

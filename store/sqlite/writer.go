@@ -318,7 +318,7 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 // that write, not a failure of the batch.
 func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 	k := headKey{wr.AppID, wr.DB, wr.ID}
-	cur, err := w.current(k)
+	cur, err := w.current(k, wr.BaseRev == "")
 	if err != nil {
 		return commitRes{}, err
 	}
@@ -330,8 +330,33 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 		if err := w.st(sqlAppSeq).QueryRow(wr.AppID).Scan(&seq); err != nil {
 			return commitRes{}, err
 		}
+		w.seqs[wr.AppID] = seq
 	}
 	seq++
+	var body any
+	if !wr.Deleted {
+		body = string(wr.Body)
+	}
+	t := wr.Time.UnixNano()
+	channels := channelsJSON(wr.Channels)
+	grants := wr.Grants
+	if wr.Deleted {
+		grants = nil
+	}
+	// The head goes first: for a document the writer takes to be new, its
+	// insert is the check that nobody created it meanwhile, and a failed
+	// statement leaves the transaction as it was.
+	saveHead := sqlSaveHead
+	if cur.doc.Rev == "" {
+		saveHead = sqlNewHead
+	}
+	if _, err := w.st(saveHead).Exec(wr.AppID, wr.DB, wr.ID, wr.Rev, wr.Deleted, body, seq, t,
+		channels, len(grants) > 0); err != nil {
+		if cur.absent && isUnique(err) {
+			return commitRes{err: store.ErrHeadMoved}, nil
+		}
+		return commitRes{}, err
+	}
 	w.seqs[wr.AppID] = seq
 	w.dirty[wr.AppID] = true
 	if dk := (dbKey{wr.AppID, wr.DB}); !w.dbs[dk] {
@@ -340,28 +365,8 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 		}
 		w.newDBs = append(w.newDBs, dk)
 	}
-	var body any
-	if !wr.Deleted {
-		body = string(wr.Body)
-	}
-	t := wr.Time.UnixNano()
-	channels := channelsJSON(wr.Channels)
 	if _, err := w.st(sqlLedger).Exec(wr.AppID, seq, wr.DB, wr.ID, wr.Rev, wr.Deleted, body, t,
 		wr.Writer.User, wr.Writer.Device, wr.Writer.Handler, wr.Path, channels, wr.PrevSeq); err != nil {
-		return commitRes{}, err
-	}
-	grants := wr.Grants
-	if wr.Deleted {
-		grants = nil
-	}
-	// The head's existence is known already: no insert that fails into
-	// an update.
-	saveHead := sqlSaveHead
-	if cur.doc.Rev == "" {
-		saveHead = sqlNewHead
-	}
-	if _, err := w.st(saveHead).Exec(wr.AppID, wr.DB, wr.ID, wr.Rev, wr.Deleted, body, seq, t,
-		channels, len(grants) > 0); err != nil {
 		return commitRes{}, err
 	}
 	wr.GrantsChanged = false // a retry alone decides again
@@ -387,7 +392,10 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 // current returns the head a write must find: this transaction's own
 // earlier write of the document, a cached head, or the database's. A head
 // from the database has grants nil: replaceGrants reads them if needed.
-func (w *writer) current(k headKey) (*head, error) {
+// When the write takes the document to be new (assumeNew) and neither
+// holds it, the database is not asked: the head's insert will fail if
+// the document exists, and the head returned is marked absent.
+func (w *writer) current(k headKey, assumeNew bool) (*head, error) {
 	if h := w.staged[k]; h != nil {
 		return h, nil
 	}
@@ -395,6 +403,10 @@ func (w *writer) current(k headKey) (*head, error) {
 		return h, nil
 	}
 	h := &head{key: k}
+	if assumeNew {
+		h.absent = true
+		return h, nil
+	}
 	err := w.st(sqlHead).QueryRow(k.app, k.db, k.id).Scan(&h.doc.Rev, &h.doc.HasGrants)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, err
