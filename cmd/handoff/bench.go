@@ -64,6 +64,7 @@ difference is what JavaScript adds to a job.`,
 	fl.StringVar(&f.o.Postgres, "postgres", "", "PostgreSQL server URL, postgres://USER:PASSWORD@HOST:PORT/DB: run on a fresh database created there (default $HANDOFF_POSTGRES)")
 	fl.StringVar(&f.o.Handlers, "handlers", bench.HandlersJS, "js: examples/jobs' access.js and backend.js; go: the same table and handlers in Go, to measure the engine and store without JavaScript")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	fl.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the run to this file (go tool pprof -sample_index=alloc_space)")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress lines and no table on stderr")
 	return cmd
 }
@@ -77,6 +78,7 @@ type benchJobsFlags struct {
 	o          bench.JobsOptions
 	light      bool
 	cpuProfile string
+	memProfile string
 	quiet      bool
 }
 
@@ -111,6 +113,9 @@ func (c *cli) benchJobs(cmd *cobra.Command, f *benchJobsFlags) error {
 			return errs.New(errs.Internal, "cannot start the CPU profile: %v", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if f.memProfile != "" {
+		defer writeAllocs(f.memProfile, c.stderr)
 	}
 	res, err := bench.Jobs(cmd.Context(), *o)
 	if errors.Is(err, bench.ErrEarlierRun) {
@@ -198,4 +203,19 @@ func printJobsTable(w io.Writer, r *bench.JobsResult) {
 	fmt.Fprintf(w, "  %d jobs in %.2f s: %.0f jobs/s, %.2f ms of CPU per job (%.1f cores)\n",
 		r.Jobs, r.WallSeconds, r.JobsPerSec, r.CPUMsPerJob, r.CPUCores)
 	fmt.Fprintf(w, "  done exactly once: %d, twice: %d, not done: %d\n", r.Done, r.DoneTwice, r.NotDone)
+}
+
+// writeAllocs writes the allocations of the run so far. Garbage collection
+// costs in proportion to what is allocated, so this is where a job's GC
+// time comes from.
+func writeAllocs(path string, stderr io.Writer) {
+	pf, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench jobs: cannot create the allocation profile %s: %v\n", path, err)
+		return
+	}
+	defer pf.Close()
+	if err := pprof.Lookup("allocs").WriteTo(pf, 0); err != nil {
+		fmt.Fprintf(stderr, "bench jobs: cannot write the allocation profile: %v\n", err)
+	}
 }

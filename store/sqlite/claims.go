@@ -34,6 +34,11 @@ type leases struct {
 	// claimed before the ack is written. Should the process die first,
 	// the acked event runs again after its successor: at least once.
 	acking map[int64]map[int64]bool
+	// busy counts, per app and document, the held events that are not
+	// being acked: the documents a claim must pass over. Kept as leases
+	// come and go (hold, drop, ack), so a claim does not rebuild it from
+	// every lease of the app.
+	busy map[int64]map[docKey]int
 	// runs are the runs in flight and their file (runs.go).
 	runs *runs
 }
@@ -81,6 +86,47 @@ func (l *leases) held(app int64) map[int64]lease {
 	return m
 }
 
+// hold leases seq to a claim.
+func (l *leases) hold(app, seq int64, le lease) {
+	l.drop(app, seq)
+	l.held(app)[seq] = le
+	l.busyAdd(app, le.doc, 1)
+}
+
+// drop ends seq's lease and forgets that it was being acked.
+func (l *leases) drop(app, seq int64) {
+	held := l.held(app)
+	if le, ok := held[seq]; ok && !l.acking[app][seq] {
+		l.busyAdd(app, le.doc, -1)
+	}
+	delete(held, seq)
+	delete(l.acking[app], seq)
+}
+
+// ack marks a held event as being acked: its document is free again.
+func (l *leases) ack(app, seq int64) {
+	le, ok := l.held(app)[seq]
+	if !ok || l.acking[app][seq] {
+		return
+	}
+	mark(&l.acking, app, seq)
+	l.busyAdd(app, le.doc, -1)
+}
+
+func (l *leases) busyAdd(app int64, doc docKey, n int) {
+	if l.busy == nil {
+		l.busy = map[int64]map[docKey]int{}
+	}
+	m := l.busy[app]
+	if m == nil {
+		m = map[docKey]int{}
+		l.busy[app] = m
+	}
+	if m[doc] += n; m[doc] <= 0 {
+		delete(m, doc)
+	}
+}
+
 // claimScan is one app's claim cursor. full means an event at or below
 // cursor may be due and unheld (at start, after a lease expired, a retry
 // was scheduled or a dead event replayed): the next claim scans from the
@@ -108,9 +154,8 @@ func (l *leases) scan(app int64) *claimScan {
 // not written).
 func (l *leases) release(app, seq int64, written, rescan bool) {
 	l.mu.Lock()
-	delete(l.held(app), seq)
+	l.drop(app, seq)
 	delete(l.settling[app], seq)
-	delete(l.acking[app], seq)
 	if written {
 		l.runs.settled(runKey{app, seq})
 	}
@@ -149,9 +194,8 @@ func (s *Store) claim(ctx context.Context, appID int64, now time.Time, limit int
 	sc := s.leases.scan(appID)
 	for seq, l := range held {
 		if !l.until.After(now) {
-			delete(held, seq)
+			s.leases.drop(appID, seq)
 			delete(s.leases.settling[appID], seq)
-			delete(s.leases.acking[appID], seq)
 			sc.full = true
 		}
 	}
@@ -168,7 +212,7 @@ func (s *Store) claim(ctx context.Context, appID int64, now time.Time, limit int
 		})
 		if ok {
 			for _, ev := range evs {
-				held[ev.Seq] = lease{now.Add(d), ev.Attempts, docKey{ev.Rev.DB, ev.Rev.ID}}
+				s.leases.hold(appID, ev.Seq, lease{now.Add(d), ev.Attempts, docKey{ev.Rev.DB, ev.Rev.ID}})
 			}
 			if len(evs) > 0 {
 				sc.cursor = evs[len(evs)-1].Seq
@@ -217,7 +261,7 @@ func (s *Store) claim(ctx context.Context, appID int64, now time.Time, limit int
 		if n, ok := s.leases.runs.live[runKey{appID, ev.Seq}]; ok {
 			ev.Interrupted, ev.Attempts = true, max(ev.Attempts, n)
 		}
-		held[ev.Seq] = lease{now.Add(d), ev.Attempts, docKey{ev.Rev.DB, ev.Rev.ID}}
+		s.leases.hold(appID, ev.Seq, lease{now.Add(d), ev.Attempts, docKey{ev.Rev.DB, ev.Rev.ID}})
 	}
 	s.recent.passed(appID, pick[len(pick)-1])
 	if !sc.full {
@@ -235,17 +279,16 @@ func (l *leases) docGate(app int64, exclusive bool) (free func(docKey) bool) {
 	if exclusive {
 		return func(docKey) bool { return true }
 	}
-	busy := map[docKey]bool{}
-	for seq, h := range l.held(app) {
-		if !l.acking[app][seq] {
-			busy[h.doc] = true
-		}
-	}
+	busy := l.busy[app]
+	var picked map[docKey]bool
 	return func(k docKey) bool {
-		if busy[k] {
+		if busy[k] > 0 || picked[k] {
 			return false
 		}
-		busy[k] = true
+		if picked == nil {
+			picked = map[docKey]bool{}
+		}
+		picked[k] = true
 		return true
 	}
 }

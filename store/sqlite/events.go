@@ -89,7 +89,7 @@ func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Sett
 	if _, ok := s.leases.held(appID)[seq]; ok {
 		mark(&s.leases.settling, appID, seq)
 		if st.Ack {
-			mark(&s.leases.acking, appID, seq)
+			s.leases.ack(appID, seq)
 		}
 	}
 	s.leases.mu.Unlock()
