@@ -56,13 +56,20 @@ type docKey struct{ db, id string }
 
 // mark records in m[app] that seq is in the state m stands for.
 func mark(m *map[int64]map[int64]bool, app, seq int64) {
+	appMap(m, app)[seq] = true
+}
+
+// appMap returns (*m)[app], making the maps it needs.
+func appMap[K comparable, V any](m *map[int64]map[K]V, app int64) map[K]V {
 	if *m == nil {
-		*m = map[int64]map[int64]bool{}
+		*m = map[int64]map[K]V{}
 	}
-	if (*m)[app] == nil {
-		(*m)[app] = map[int64]bool{}
+	a := (*m)[app]
+	if a == nil {
+		a = map[K]V{}
+		(*m)[app] = a
 	}
-	(*m)[app][seq] = true
+	return a
 }
 
 // claimStmts are prepared once: SQLite parses a statement each time it
@@ -74,17 +81,7 @@ type claimStmts struct {
 	byIn  map[int]*sql.Stmt // full events for n seqs (IN with n params)
 }
 
-func (l *leases) held(app int64) map[int64]lease {
-	if l.apps == nil {
-		l.apps = map[int64]map[int64]lease{}
-	}
-	m := l.apps[app]
-	if m == nil {
-		m = map[int64]lease{}
-		l.apps[app] = m
-	}
-	return m
-}
+func (l *leases) held(app int64) map[int64]lease { return appMap(&l.apps, app) }
 
 // hold leases seq to a claim.
 func (l *leases) hold(app, seq int64, le lease) {
@@ -114,14 +111,7 @@ func (l *leases) ack(app, seq int64) {
 }
 
 func (l *leases) busyAdd(app int64, doc docKey, n int) {
-	if l.busy == nil {
-		l.busy = map[int64]map[docKey]int{}
-	}
-	m := l.busy[app]
-	if m == nil {
-		m = map[docKey]int{}
-		l.busy[app] = m
-	}
+	m := appMap(&l.busy, app)
 	if m[doc] += n; m[doc] <= 0 {
 		delete(m, doc)
 	}
