@@ -2,7 +2,6 @@ package jsvm
 
 import (
 	"runtime"
-	"slices"
 	"sync"
 )
 
@@ -16,24 +15,27 @@ import (
 // the others and to the server's own work, and a busy app cannot take a
 // slot that another app is waiting for.
 type Gate struct {
-	mu      sync.Mutex
-	slots   int
-	free    int
-	held    map[string]int
-	waiters []*waiter         // in arrival order
-	grants  uint64            // slots handed out so far
-	last    map[string]uint64 // grants when each waiting group last got one
+	mu     sync.Mutex
+	slots  int
+	free   int
+	held   map[string]int
+	queues map[string][]*waiter // each group's waiters, first come first
+	queued int                  // waiters in all queues
+	arrive uint64               // waiters queued so far, to order them
+	grants uint64               // slots handed out so far
+	last   map[string]uint64    // grants when each waiting group last got one
 }
 
 type waiter struct {
 	group   string
+	arrival uint64
 	granted chan struct{} // closed when the slot is this waiter's
 }
 
 // NewGate returns a gate of n slots (at least 1).
 func NewGate(n int) *Gate {
 	n = max(n, 1)
-	return &Gate{slots: n, free: n, held: map[string]int{}, last: map[string]uint64{}}
+	return &Gate{slots: n, free: n, held: map[string]int{}, queues: map[string][]*waiter{}, last: map[string]uint64{}}
 }
 
 // defaultGate is the process's gate: one slot per core.
@@ -50,16 +52,15 @@ func (g *Gate) cap() int { return max(g.slots-1, 1) }
 // cancel firing alone only makes it look.
 func (g *Gate) acquire(group string, cancel <-chan struct{}, stopped func() bool) bool {
 	g.mu.Lock()
-	if g.free > 0 && len(g.waiters) == 0 && g.held[group] < g.cap() {
-		g.free--
-		g.held[group]++
-		g.grants++
-		g.last[group] = g.grants
+	if g.free > 0 && g.queued == 0 && g.held[group] < g.cap() {
+		g.grant(group)
 		g.mu.Unlock()
 		return true
 	}
-	w := &waiter{group: group, granted: make(chan struct{})}
-	g.waiters = append(g.waiters, w)
+	g.arrive++
+	w := &waiter{group: group, arrival: g.arrive, granted: make(chan struct{})}
+	g.queues[group] = append(g.queues[group], w)
+	g.queued++
 	g.dispatch()
 	g.mu.Unlock()
 	for {
@@ -99,54 +100,80 @@ func (g *Gate) releaseLocked(group string) {
 	g.dispatch()
 }
 
+func (g *Gate) grant(group string) {
+	g.free--
+	g.held[group]++
+	g.grants++
+	g.last[group] = g.grants
+}
+
 // dispatch hands free slots to the waiters of the groups holding fewest;
 // among those, to the group served longest ago, so a group with many calls
 // queued cannot take turn after turn from one that has a single call
-// waiting; within a group, first come first served.
+// waiting; then to the group whose first waiter came first. Within a
+// group, first come first served. It looks at groups, not waiters, so a
+// release costs the same with one call waiting or hundreds.
 func (g *Gate) dispatch() {
 	for g.free > 0 {
-		best := -1
-		for i, w := range g.waiters {
-			h := g.held[w.group]
+		best := ""
+		var bq []*waiter
+		for group, q := range g.queues {
+			h := g.held[group]
 			if h >= g.cap() {
 				continue
 			}
-			if best < 0 {
-				best = i
-				continue
+			if bq != nil {
+				hb := g.held[best]
+				if h > hb || h == hb && (g.last[group] > g.last[best] ||
+					g.last[group] == g.last[best] && q[0].arrival > bq[0].arrival) {
+					continue
+				}
 			}
-			b := g.waiters[best].group
-			if hb := g.held[b]; h < hb || h == hb && g.last[w.group] < g.last[b] {
-				best = i
-			}
+			best, bq = group, q
 		}
-		if best < 0 {
+		if bq == nil {
 			return
 		}
-		w := g.waiters[best]
-		g.waiters = append(g.waiters[:best], g.waiters[best+1:]...)
-		g.free--
-		g.held[w.group]++
-		g.grants++
-		g.last[w.group] = g.grants
+		w := bq[0]
+		g.pop(best)
+		g.grant(best)
 		close(w.granted)
 	}
 	// Forget the turns of groups with no call waiting, so the map does
 	// not grow with every app that ever ran.
-	if len(g.last) > 2*len(g.waiters)+16 {
+	if len(g.last) > 2*len(g.queues)+16 {
 		for k := range g.last {
-			if !slices.ContainsFunc(g.waiters, func(w *waiter) bool { return w.group == k }) {
+			if _, waiting := g.queues[k]; !waiting {
 				delete(g.last, k)
 			}
 		}
 	}
 }
 
+// pop takes the first waiter off group's queue.
+func (g *Gate) pop(group string) {
+	q := g.queues[group]
+	q[0] = nil
+	if len(q) == 1 {
+		delete(g.queues, group)
+	} else {
+		g.queues[group] = q[1:]
+	}
+	g.queued--
+}
+
 func (g *Gate) remove(w *waiter) {
-	for i, x := range g.waiters {
+	q := g.queues[w.group]
+	for i, x := range q {
 		if x == w {
-			g.waiters = append(g.waiters[:i], g.waiters[i+1:]...)
-			return
+			q = append(q[:i], q[i+1:]...)
+			g.queued--
+			break
 		}
+	}
+	if len(q) == 0 {
+		delete(g.queues, w.group)
+	} else {
+		g.queues[w.group] = q
 	}
 }

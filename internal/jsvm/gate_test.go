@@ -178,7 +178,7 @@ func TestGateTakesGroupsInTurn(t *testing.T) {
 		queued++
 		for { // wait until it is queued; the order of arrival matters here
 			g.mu.Lock()
-			n := len(g.waiters)
+			n := g.queued
 			g.mu.Unlock()
 			if n == queued {
 				break
@@ -214,5 +214,42 @@ func TestGatedPoolLoadsOnDemand(t *testing.T) {
 	}
 	if got := loads.Load(); got != 1 {
 		t.Fatalf("three calls one after another loaded the module %d times in all, want 1", got)
+	}
+}
+
+// TestGateServesAGroupInArrivalOrder: a group's waiters get slots in the
+// order they came, however many wait.
+func TestGateServesAGroupInArrivalOrder(t *testing.T) {
+	g := NewGate(2) // a group may hold 1
+	never := make(chan struct{})
+	no := func() bool { return false }
+	g.acquire("a", never, no)
+	const n = 50
+	got := make(chan int, n)
+	for i := range n {
+		go func() {
+			g.acquire("a", never, no)
+			got <- i
+		}()
+		for { // wait until it is queued: arrival decides
+			g.mu.Lock()
+			q := g.queued
+			g.mu.Unlock()
+			if q == i+1 {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	for want := range n {
+		g.release("a")
+		if i := <-got; i != want {
+			t.Fatalf("slot %d went to waiter %d", want, i)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.queued != 0 || len(g.queues) != 0 {
+		t.Fatalf("after every waiter was served: %d queued in %d groups", g.queued, len(g.queues))
 	}
 }
