@@ -330,6 +330,16 @@ var migrations = []string{
 		ADD COLUMN doc_id text COLLATE "C" NOT NULL DEFAULT '';
 	UPDATE events e SET db = r.db, doc_id = r.id FROM revisions r WHERE r.app_id = e.app_id AND r.seq = e.seq;
 	CREATE INDEX events_by_doc ON events (app_id, db, doc_id, seq) WHERE NOT dead;`,
+
+	// 11: handoff_field_key with the same values, built from immutable
+	// functions only (jsonb_build_array is stable), so PostgreSQL inlines
+	// it: every write of a head evaluated it as a SQL function, parsed and
+	// planned again in each statement, once for the field index and once
+	// for its predicate.
+	`CREATE OR REPLACE FUNCTION handoff_field_key(v jsonb) RETURNS jsonb
+		LANGUAGE sql IMMUTABLE PARALLEL SAFE
+		AS $$ SELECT CASE WHEN octet_length(v::text) <= 1024 THEN v
+			ELSE ('["handoff:md5", "' || md5(v::text) || '"]')::jsonb END $$;`,
 }
 
 // migrateLock is the advisory lock key that serialises migrations, so

@@ -80,13 +80,17 @@ const (
 	// sqlAddClaimedEvents is sqlAddEvents where a row with a lease end
 	// ($9) is leased to node $10 and its run marked begun, unless an
 	// earlier live event of its document exists. It returns each row's seq
-	// and whether it was claimed.
+	// and whether it was claimed. The earlier event is looked for through a
+	// LATERAL with LIMIT, one probe of events_by_doc per row: an EXISTS here
+	// may be planned as a hash of every live event of the app, built once
+	// per reference to it.
 	sqlAddClaimedEvents = `INSERT INTO events (app_id, seq, depth, next_at, origin, db, doc_id, lease_until, lease_owner, running, attempts)
 		SELECT $1, ` + firstSeq + ` + e.n, e.depth, e.next_at, e.origin, e.db, e.doc_id, c.until, c.owner, c.until > 0, (c.until > 0)::int
 		FROM (SELECT unnest($3::int8[]) AS n, unnest($4::int4[]) AS depth, unnest($5::int8[]) AS next_at,
-			unnest($6::int8[]) AS origin, unnest($7::text[]) AS db, unnest($8::text[]) AS doc_id, unnest($9::int8[]) AS until) e,
-		LATERAL (SELECT CASE WHEN claim THEN e.until ELSE 0 END AS until, CASE WHEN claim THEN $10 ELSE '' END AS owner
-			FROM (SELECT e.until > 0 AND NOT EXISTS (SELECT 1 FROM events p WHERE p.app_id = $1 AND p.db = e.db AND p.doc_id = e.doc_id AND NOT p.dead) AS claim) x) c
+			unnest($6::int8[]) AS origin, unnest($7::text[]) AS db, unnest($8::text[]) AS doc_id, unnest($9::int8[]) AS until) e
+		LEFT JOIN LATERAL (SELECT true AS held FROM events p WHERE p.app_id = $1 AND p.db = e.db AND p.doc_id = e.doc_id AND NOT p.dead LIMIT 1) h ON true,
+		LATERAL (SELECT CASE WHEN h.held IS NULL THEN e.until ELSE 0 END AS until,
+			CASE WHEN h.held IS NULL AND e.until > 0 THEN $10 ELSE '' END AS owner) c
 		RETURNING seq, lease_until > 0`
 	sqlDropGrants = `DELETE FROM grants WHERE app_id = $1 AND db = $2 AND doc_id = $3`
 	sqlAddGrants  = `INSERT INTO grants (app_id, db, doc_id, kind, principal, channel)

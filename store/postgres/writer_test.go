@@ -699,6 +699,8 @@ func TestCommitPlansUseKeys(t *testing.T) {
 				{"save", heads, sqlSaveHeads, headArgs, "Conflict Arbiter Indexes: docs_pkey"},
 				{"count", `(int8, text[], text[], text[], int8[])`, sqlCountGrants, `(1, '{public}', '{""}', '{jobs}', '{1}')`, "Conflict Arbiter Indexes: grant_counts_pkey"},
 				{"gone", `(int8, text, text, text)`, sqlCountGone, `(1, 'public', '', 'jobs')`, "grant_counts_pkey"},
+				{"claimed", `(int8, int8, int8[], int4[], int8[], int8[], text[], text[], int8[], text)`, sqlAddClaimedEvents,
+					`(1, 1, '{1}', '{0}', '{0}', '{0}', '{jobs}', '{d7}', '{5}', 'n')`, "using events_by_doc"},
 			} {
 				if _, err := tx.Exec(ctx, `PREPARE `+c.name+` `+c.params+` AS `+c.sql); err != nil {
 					return fmt.Errorf("%s: %w", c.name, err)
@@ -731,6 +733,8 @@ func TestCommitPlansUseKeys(t *testing.T) {
 		SELECT $1, 'jobs', 'd' || i, '1-a', false, '{}', '{}', i, 0, true FROM generate_series(1, 5000) i`,
 		`INSERT INTO grants (app_id, db, doc_id, kind, principal, channel)
 		SELECT $1, 'jobs', 'd' || i, 'public', '', 'jobs' FROM generate_series(1, 5000) i`,
+		`INSERT INTO events (app_id, seq, depth, next_at, db, doc_id)
+		SELECT $1, i, 0, 0, 'jobs', 'd' || i FROM generate_series(1, 5000) i`,
 	} {
 		if _, err := st.pool.Exec(ctx, q, app); err != nil {
 			t.Fatal(err)
