@@ -131,9 +131,17 @@ func (s *Store) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Event, 
 	if limit <= 0 {
 		return nil, nil
 	}
+	// Planning a claim costs several times what running it does, and
+	// most claims, made on the wake-up of a commit whose event the commit
+	// claimed itself, find nothing due: one look at events_due spares
+	// them the planning.
+	if at, ok, err := s.nextDue(ctx, appID); err != nil || !ok || at > now.UnixNano() {
+		return nil, err
+	}
 	var evs []store.Event
+	// One implicit transaction, as asyncBatch, whose first statement also
+	// sets the claim's planning.
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
 	b.Queue(sqlClaimPlan)
 	q := sqlClaim
 	if exclusive {
@@ -149,7 +157,6 @@ func (s *Store) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Event, 
 		}
 		return err
 	})
-	b.Queue("COMMIT")
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
@@ -161,16 +168,22 @@ func (s *Store) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Event, 
 // due again unless its delivery settles first. An event leased to a node
 // that died is thus retried on time by the others.
 func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool, error) {
-	var at int64
-	err := s.pool.QueryRow(ctx, `SELECT greatest(next_at, lease_until) FROM events WHERE app_id = $1 AND NOT dead
-		ORDER BY greatest(next_at, lease_until) LIMIT 1`, appID).Scan(&at)
-	if noRows(err) {
-		return time.Time{}, false, nil
-	}
-	if err != nil {
+	at, ok, err := s.nextDue(ctx, appID)
+	if err != nil || !ok {
 		return time.Time{}, false, err
 	}
 	return fromNanos(at), true, nil
+}
+
+// nextDue is NextEventDue in nanoseconds, read from events_due: an event
+// can be claimed at now only if one is due by now.
+func (s *Store) nextDue(ctx context.Context, appID int64) (at int64, ok bool, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT greatest(next_at, lease_until) FROM events WHERE app_id = $1 AND NOT dead
+		ORDER BY greatest(next_at, lease_until) LIMIT 1`, appID).Scan(&at)
+	if noRows(err) {
+		return 0, false, nil
+	}
+	return at, err == nil, err
 }
 
 // StartEvent marks the run in the next flush of acks (settle.go), which
@@ -192,13 +205,10 @@ func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Sett
 	if st.Ack {
 		return s.ack(ctx, appID, seq, false)
 	}
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue("SET LOCAL synchronous_commit = off")
+	b := asyncBatch()
 	b.Queue(`UPDATE events SET attempts = $3, next_at = $4, dead = $5, last_error = $6, running = false, lease_until = 0, lease_owner = ''
 		WHERE app_id = $1 AND seq = $2 AND lease_owner IN ($7, '')`,
 		appID, seq, st.Attempts, st.NextAt.UnixNano(), st.Dead, pgText(st.LastError), s.node)
-	b.Queue("COMMIT")
 	return s.pool.SendBatch(ctx, b).Close()
 }
 
@@ -208,12 +218,9 @@ func (s *Store) RenewEvents(ctx context.Context, appID int64, seqs []int64, unti
 	if len(seqs) == 0 {
 		return nil
 	}
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue("SET LOCAL synchronous_commit = off")
+	b := asyncBatch()
 	b.Queue(`UPDATE events SET lease_until = $3 WHERE app_id = $1 AND seq = ANY($2::int8[]) AND lease_owner = $4 AND NOT dead`,
 		appID, seqs, until.UnixNano(), s.node)
-	b.Queue("COMMIT")
 	return s.pool.SendBatch(ctx, b).Close()
 }
 

@@ -15,9 +15,7 @@ func (s *Store) AppendLogs(ctx context.Context, lines []store.LogLine) error {
 	if len(lines) == 0 {
 		return nil
 	}
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue("SET LOCAL synchronous_commit = off")
+	b := asyncBatch()
 	for _, l := range lines {
 		var fields *string
 		if len(l.Fields) > 0 {
@@ -27,7 +25,6 @@ func (s *Store) AppendLogs(ctx context.Context, lines []store.LogLine) error {
 		b.Queue(`INSERT INTO logs (app_id, time, level, source, message, fields) VALUES ($1, $2, $3, $4, $5, $6)`,
 			l.AppID, l.Time.UnixNano(), pgText(l.Level), pgText(l.Source), pgText(l.Message), fields)
 	}
-	b.Queue("COMMIT")
 	return s.pool.SendBatch(ctx, b).Close()
 }
 

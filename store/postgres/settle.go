@@ -130,9 +130,7 @@ func (s *Store) flushAcks(batch []*ackReq) (map[eventKey]bool, error) {
 	}
 	slices.Sort(apps)
 	started := map[eventKey]bool{}
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue("SET LOCAL synchronous_commit = off")
+	b := asyncBatch()
 	for _, app := range apps {
 		ss := byApp[app]
 		if len(ss.acks) > 0 {
@@ -155,7 +153,6 @@ func (s *Store) flushAcks(batch []*ackReq) (map[eventKey]bool, error) {
 			})
 		}
 	}
-	b.Queue("COMMIT")
 	s.acks.flushes.Add(1)
 	// Bounded, so a connection that hangs cannot hold every later ack (and
 	// the deliveries waiting on them): an ack lost this way costs one more
