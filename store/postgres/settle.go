@@ -107,6 +107,21 @@ func (s *Store) runAcks() {
 
 type eventKey struct{ app, seq int64 }
 
+const (
+	// sqlAckSettings: a flush does not wait for the WAL flush, and finds
+	// each event by its key, in one generic plan per connection. Planned
+	// for a small table, the ack read every event of the app through
+	// app_id and filtered on seq; without scans and bitmaps the primary
+	// key on both is the one way left, for the partial indexes on NOT dead
+	// do not serve these statements (dead IS NOT TRUE is NOT dead for a
+	// column that is never NULL, but does not imply it for the planner).
+	sqlAckSettings = `SELECT set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true),
+		set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`
+	sqlAck   = `DELETE FROM events WHERE app_id = $1 AND seq = ANY($2::int8[])`
+	sqlStart = `UPDATE events SET attempts = attempts + 1, running = true
+		WHERE app_id = $1 AND seq = ANY($2::int8[]) AND lease_owner = $3 AND dead IS NOT TRUE RETURNING seq`
+)
+
 // flushAcks deletes a batch of settled events and marks the runs started
 // in one transaction that, like every settlement, does not wait for the
 // WAL flush. It returns the runs it marked: those this node still
@@ -130,18 +145,17 @@ func (s *Store) flushAcks(batch []*ackReq) (map[eventKey]bool, error) {
 	}
 	slices.Sort(apps)
 	started := map[eventKey]bool{}
-	b := asyncBatch()
+	b := &pgx.Batch{} // one implicit transaction, as asyncBatch
+	b.Queue(sqlAckSettings)
 	for _, app := range apps {
 		ss := byApp[app]
 		if len(ss.acks) > 0 {
 			slices.Sort(ss.acks)
-			b.Queue(`DELETE FROM events WHERE app_id = $1 AND seq = ANY($2::int8[])`, app, ss.acks)
+			b.Queue(sqlAck, app, ss.acks)
 		}
 		if len(ss.starts) > 0 {
 			slices.Sort(ss.starts)
-			b.Queue(`UPDATE events SET attempts = attempts + 1, running = true
-				WHERE app_id = $1 AND seq = ANY($2::int8[]) AND lease_owner = $3 AND NOT dead RETURNING seq`,
-				app, ss.starts, s.node).Query(func(rows pgx.Rows) error {
+			b.Queue(sqlStart, app, ss.starts, s.node).Query(func(rows pgx.Rows) error {
 				for rows.Next() {
 					var seq int64
 					if err := rows.Scan(&seq); err != nil {

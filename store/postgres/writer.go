@@ -41,8 +41,11 @@ const (
 
 	// sqlGenericPlans: the batch's statements take arrays, which would
 	// have PostgreSQL plan them again on every run; one generic plan per
-	// connection serves every batch.
-	sqlGenericPlans = `SET LOCAL plan_cache_mode = force_generic_plan`
+	// connection serves every batch. Made while a table's statistics say
+	// it is empty, a generic plan would scan it for each key: without
+	// scans and bitmaps, each row is found through its key.
+	sqlGenericPlans = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
+		set_config('enable_bitmapscan', 'off', true)`
 	// sqlNextSeqs takes the batch's $2 seqs at once; the app's row stays
 	// locked until COMMIT, which keeps seqs gap-free and in commit order.
 	sqlNextSeqs = `UPDATE apps SET seq = seq + $2 WHERE id = $1 RETURNING seq`

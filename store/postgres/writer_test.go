@@ -669,65 +669,90 @@ func TestGrantsThroughOneBatch(t *testing.T) {
 	storetest.WantRoles(t, st, app, "C", "D", "E", "H", "P")
 }
 
-// TestCommitPlansUseKeys: the batch's statements find each row through
-// its key, in the generic plan they run with, on tables too fresh to have
-// statistics: a scan of the app's documents or grants would make every
-// commit cost the size of the app.
+// planCase is one statement whose generic plan must find its rows by
+// key: the plan of EXECUTE name args must name want and no scan, bitmap
+// or hash.
+type planCase struct{ name, params, sql, args, want string }
+
+// checkKeyPlans prepares each case on one connection after settings (a
+// statement run first in the same transaction) and checks its plan.
+func checkKeyPlans(t *testing.T, st *Store, when, settings string, cases []planCase) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := st.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, settings); err != nil {
+			return err
+		}
+		for _, c := range cases {
+			if _, err := tx.Exec(ctx, `PREPARE `+c.name+` `+c.params+` AS `+c.sql); err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			rows, err := tx.Query(ctx, `EXPLAIN EXECUTE `+c.name+c.args)
+			if err != nil {
+				return err
+			}
+			lines, err := collect(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `DEALLOCATE `+c.name); err != nil {
+				return err
+			}
+			plan := strings.Join(lines, "\n")
+			if !strings.Contains(plan, c.want) || strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Bitmap") || strings.Contains(plan, "Hash") {
+				t.Errorf("%s: plan of %s does not look its rows up by key:\n%s", when, c.name, plan)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCommitPlansUseKeys: the batch's statements, and those of a flush of
+// acks, find each row through its key, in the generic plan they run with,
+// on tables too fresh to have statistics, or whose statistics say empty:
+// a scan of the app's documents, grants or events would make every commit
+// or ack cost the size of the app.
 func TestCommitPlansUseKeys(t *testing.T) {
 	st := openAt(t, freshDB(t))
 	defer st.Close()
 	ctx := context.Background()
 	app := newApp(t, st, "jobs")
-	// Each batch's statements keep one generic plan per connection, maybe
-	// made while the tables were empty: check them then and once full.
+	heads := `(int8, int8, text[], text[], text[], bool[], text[], text[], int8[], int8[], text[], bool[])`
+	headArgs := `(1, 0, '{jobs}', '{d7}', '{2-b}', '{f}', '{"{}"}', '{"{}"}', '{1}', '{0}', '{NULL}', '{f}')`
+	commits := []planCase{
+		{"lock", `(int8, text, text[])`, sqlLockHeads, `(1, 'jobs', '{d5,d7}')`, "Index Scan using docs_pkey"},
+		{"grants", `(int8, text, text[])`, sqlDocGrants, `(1, 'jobs', '{d5,d7}')`, "Index Scan using grants_by_doc"},
+		{"save", heads, sqlSaveHeads, headArgs, "Conflict Arbiter Indexes: docs_pkey"},
+		{"count", `(int8, text[], text[], text[], int8[])`, sqlCountGrants, `(1, '{public}', '{""}', '{jobs}', '{1}')`, "Conflict Arbiter Indexes: grant_counts_pkey"},
+		{"gone", `(int8, text, text, text)`, sqlCountGone, `(1, 'public', '', 'jobs')`, "grant_counts_pkey"},
+		{"claimed", `(int8, int8, int8[], int4[], int8[], int8[], text[], text[], int8[], text)`, sqlAddClaimedEvents,
+			`(1, 1, '{1}', '{0}', '{0}', '{0}', '{jobs}', '{d7}', '{5}', 'n')`, "using events_by_doc"},
+	}
+	acks := []planCase{
+		{"ack", `(int8, int8[])`, sqlAck, `(1, '{5,7}')`, "Index Scan using events_pkey"},
+		{"start", `(int8, int8[], text)`, sqlStart, `(1, '{5,7}', 'n')`, "Index Scan using events_pkey"},
+	}
 	check := func(when string) {
 		t.Helper()
-		conn, err := st.pool.Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Release()
-		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, sqlGenericPlans); err != nil {
-				return err
-			}
-			heads := `(int8, int8, text[], text[], text[], bool[], text[], text[], int8[], int8[], text[], bool[])`
-			headArgs := `(1, 0, '{jobs}', '{d7}', '{2-b}', '{f}', '{"{}"}', '{"{}"}', '{1}', '{0}', '{NULL}', '{f}')`
-			for _, c := range []struct{ name, params, sql, args, want string }{
-				{"lock", `(int8, text, text[])`, sqlLockHeads, `(1, 'jobs', '{d5,d7}')`, "Index Scan using docs_pkey"},
-				{"grants", `(int8, text, text[])`, sqlDocGrants, `(1, 'jobs', '{d5,d7}')`, "Index Scan using grants_by_doc"},
-				{"save", heads, sqlSaveHeads, headArgs, "Conflict Arbiter Indexes: docs_pkey"},
-				{"count", `(int8, text[], text[], text[], int8[])`, sqlCountGrants, `(1, '{public}', '{""}', '{jobs}', '{1}')`, "Conflict Arbiter Indexes: grant_counts_pkey"},
-				{"gone", `(int8, text, text, text)`, sqlCountGone, `(1, 'public', '', 'jobs')`, "grant_counts_pkey"},
-				{"claimed", `(int8, int8, int8[], int4[], int8[], int8[], text[], text[], int8[], text)`, sqlAddClaimedEvents,
-					`(1, 1, '{1}', '{0}', '{0}', '{0}', '{jobs}', '{d7}', '{5}', 'n')`, "using events_by_doc"},
-			} {
-				if _, err := tx.Exec(ctx, `PREPARE `+c.name+` `+c.params+` AS `+c.sql); err != nil {
-					return fmt.Errorf("%s: %w", c.name, err)
-				}
-				rows, err := tx.Query(ctx, `EXPLAIN EXECUTE `+c.name+c.args)
-				if err != nil {
-					return err
-				}
-				lines, err := collect(rows, pgx.RowTo[string])
-				if err != nil {
-					return err
-				}
-				if _, err := tx.Exec(ctx, `DEALLOCATE `+c.name); err != nil {
-					return err
-				}
-				plan := strings.Join(lines, "\n")
-				if !strings.Contains(plan, c.want) || strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Bitmap") || strings.Contains(plan, "Hash") {
-					t.Errorf("%s: plan of %s does not look its rows up by key:\n%s", when, c.name, plan)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		checkKeyPlans(t, st, when, sqlGenericPlans, commits)
+		checkKeyPlans(t, st, when, sqlAckSettings, acks)
 	}
-	check("tables empty")
+	// Each connection keeps one generic plan per statement, maybe made
+	// while the tables were empty: check them then, once analyzed empty
+	// (as autovacuum leaves an outbox it emptied), and once full.
+	check("tables new")
+	if _, err := st.pool.Exec(ctx, `ANALYZE docs, grants, grant_counts, events`); err != nil {
+		t.Fatal(err)
+	}
+	check("tables analyzed empty")
 	for _, q := range []string{
 		`INSERT INTO docs (app_id, db, id, rev, deleted, body_text, body, seq, time, has_grants)
 		SELECT $1, 'jobs', 'd' || i, '1-a', false, '{}', '{}', i, 0, true FROM generate_series(1, 5000) i`,
