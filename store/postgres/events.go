@@ -178,13 +178,24 @@ func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool,
 // nextDue is NextEventDue in nanoseconds, read from events_due: an event
 // can be claimed at now only if one is due by now.
 func (s *Store) nextDue(ctx context.Context, appID int64) (at int64, ok bool, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT greatest(next_at, lease_until) FROM events WHERE app_id = $1 AND NOT dead
-		ORDER BY greatest(next_at, lease_until) LIMIT 1`, appID).Scan(&at)
-	if noRows(err) {
-		return 0, false, nil
-	}
-	return at, err == nil, err
+	// In the order of events_due, which a generic plan made while the
+	// statistics said the table was empty would otherwise trade for a
+	// scan and a sort.
+	b := &pgx.Batch{}
+	b.Queue(sqlKeyPlans)
+	b.Queue(sqlNextDue, appID).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&at)
+		ok = err == nil
+		if noRows(err) {
+			return nil
+		}
+		return err
+	})
+	return at, ok, s.pool.SendBatch(ctx, b).Close()
 }
+
+const sqlNextDue = `SELECT greatest(next_at, lease_until) FROM events WHERE app_id = $1 AND NOT dead
+	ORDER BY greatest(next_at, lease_until) LIMIT 1`
 
 // StartEvent marks the run in the next flush of acks (settle.go), which
 // does not wait for the WAL flush: the mark guards against a crash of

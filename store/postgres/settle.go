@@ -108,14 +108,15 @@ func (s *Store) runAcks() {
 type eventKey struct{ app, seq int64 }
 
 const (
-	// sqlAckSettings: a flush does not wait for the WAL flush, and finds
+	// sqlKeyPlans: a flush does not wait for the WAL flush, and finds
 	// each event by its key, in one generic plan per connection. Planned
 	// for a small table, the ack read every event of the app through
 	// app_id and filtered on seq; without scans and bitmaps the primary
 	// key on both is the one way left, for the partial indexes on NOT dead
 	// do not serve these statements (dead IS NOT TRUE is NOT dead for a
 	// column that is never NULL, but does not imply it for the planner).
-	sqlAckSettings = `SELECT set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true),
+	// nextDue reads events_due under the same settings.
+	sqlKeyPlans = `SELECT set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true),
 		set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`
 	sqlAck   = `DELETE FROM events WHERE app_id = $1 AND seq = ANY($2::int8[])`
 	sqlStart = `UPDATE events SET attempts = attempts + 1, running = true
@@ -146,7 +147,7 @@ func (s *Store) flushAcks(batch []*ackReq) (map[eventKey]bool, error) {
 	slices.Sort(apps)
 	started := map[eventKey]bool{}
 	b := &pgx.Batch{} // one implicit transaction, as asyncBatch
-	b.Queue(sqlAckSettings)
+	b.Queue(sqlKeyPlans)
 	for _, app := range apps {
 		ss := byApp[app]
 		if len(ss.acks) > 0 {

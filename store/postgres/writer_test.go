@@ -715,8 +715,8 @@ func checkKeyPlans(t *testing.T, st *Store, when, settings string, cases []planC
 	}
 }
 
-// TestCommitPlansUseKeys: the batch's statements, and those of a flush of
-// acks, find each row through its key, in the generic plan they run with,
+// TestCommitPlansUseKeys: the batch's statements, those of a flush of
+// acks and the read of the next event due find each row through its key, in the generic plan they run with,
 // on tables too fresh to have statistics, or whose statistics say empty:
 // a scan of the app's documents, grants or events would make every commit
 // or ack cost the size of the app.
@@ -739,11 +739,12 @@ func TestCommitPlansUseKeys(t *testing.T) {
 	acks := []planCase{
 		{"ack", `(int8, int8[])`, sqlAck, `(1, '{5,7}')`, "Index Scan using events_pkey"},
 		{"start", `(int8, int8[], text)`, sqlStart, `(1, '{5,7}', 'n')`, "Index Scan using events_pkey"},
+		{"due", `(int8)`, sqlNextDue, `(1)`, "Index Scan using events_due"},
 	}
 	check := func(when string) {
 		t.Helper()
 		checkKeyPlans(t, st, when, sqlGenericPlans, commits)
-		checkKeyPlans(t, st, when, sqlAckSettings, acks)
+		checkKeyPlans(t, st, when, sqlKeyPlans, acks)
 	}
 	// Each connection keeps one generic plan per statement, maybe made
 	// while the tables were empty: check them then, once analyzed empty
