@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
@@ -361,35 +359,7 @@ func explainQuery(t *testing.T, st *Store, field string, app int64, key string) 
 // and returns the generic plan of executing it with args (SQL literals).
 func explainGeneric(t *testing.T, st *Store, stmt, args string) string {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := st.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	var plan []string
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `PREPARE fq `+stmt); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `EXPLAIN EXECUTE fq(`+args+`)`)
-		if err != nil {
-			return err
-		}
-		plan, err = collect(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `DEALLOCATE fq`)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(plan, "\n")
+	return plans(t, st, `SET LOCAL plan_cache_mode = force_generic_plan`, []planCase{{name: "fq", params: stmt, args: "(" + args + ")"}})[0]
 }
 
 // commitMany commits n documents d0000... with body(i), 16 at a time.
@@ -539,36 +509,12 @@ func TestClaimPlanUsesIndexes(t *testing.T) {
 	if _, err := st.pool.Exec(ctx, `ANALYZE events, revisions`); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := st.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlClaimPlan); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `PREPARE claim (int8, int8, int8, int8, text, bool) AS `+sqlClaim); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, fmt.Sprintf(`EXPLAIN EXECUTE claim(%d, 1000, 10, 2000, 'me', true)`, app))
-		if err != nil {
-			return err
-		}
-		lines, err := collect(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		plan := strings.Join(lines, "\n")
-		if !strings.Contains(plan, "using events_free") || !strings.Contains(plan, "using events_lease_end") ||
-			!strings.Contains(plan, "using revisions_pkey") || !strings.Contains(plan, "using events_by_doc") ||
-			strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Bitmap Heap Scan") {
-			t.Errorf("the claim reads more than the claim indexes and the rows it picks:\n%s", plan)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	plan := plans(t, st, sqlClaimPlan, []planCase{{name: "claim", params: `(int8, int8, int8, int8, text, bool)`, sql: sqlClaim,
+		args: fmt.Sprintf(`(%d, 1000, 10, 2000, 'me', true)`, app)}})[0]
+	if !strings.Contains(plan, "using events_free") || !strings.Contains(plan, "using events_lease_end") ||
+		!strings.Contains(plan, "using revisions_pkey") || !strings.Contains(plan, "using events_by_doc") ||
+		strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Bitmap Heap Scan") {
+		t.Errorf("the claim reads more than the claim indexes and the rows it picks:\n%s", plan)
 	}
 }
 
