@@ -135,7 +135,11 @@ func (s *Store) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Event, 
 	// most claims, made on the wake-up of a commit whose event the commit
 	// claimed itself, find nothing due: one look at events_due spares
 	// them the planning.
-	if at, ok, err := s.nextDue(ctx, appID); err != nil || !ok || at > now.UnixNano() {
+	at, ok, err := s.nextDue(ctx, appID)
+	if err != nil || !ok || at > now.UnixNano() {
+		if err == nil {
+			s.dues.Store(appID, dueMemo{at: at, ok: ok, read: time.Now()})
+		}
 		return nil, err
 	}
 	var evs []store.Event
@@ -168,12 +172,35 @@ func (s *Store) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Event, 
 // due again unless its delivery settles first. An event leased to a node
 // that died is thus retried on time by the others.
 func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool, error) {
+	if v, found := s.dues.LoadAndDelete(appID); found {
+		if m := v.(dueMemo); time.Since(m.read) < dueMemoLife {
+			if !m.ok {
+				return time.Time{}, false, nil
+			}
+			return fromNanos(m.at), true, nil
+		}
+	}
 	at, ok, err := s.nextDue(ctx, appID)
 	if err != nil || !ok {
 		return time.Time{}, false, err
 	}
 	return fromNanos(at), true, nil
 }
+
+// dueMemo is what a claim found in events_due: the deliverer asks
+// NextEventDue right after a claim that found nothing, and a read that
+// recent is as good as a new one. This node forgets it when it changes the
+// app's events in a way that can bring one due sooner (a commit, a
+// settlement, a replay); a change by another node reaches the deliverer
+// as a wake-up, or is seen as late as if the read had been made
+// dueMemoLife earlier.
+type dueMemo struct {
+	at   int64
+	ok   bool
+	read time.Time
+}
+
+const dueMemoLife = 5 * time.Millisecond
 
 // nextDue is NextEventDue in nanoseconds, read from events_due: an event
 // can be claimed at now only if one is due by now.
@@ -213,6 +240,7 @@ func (s *Store) StartEvent(ctx context.Context, appID, seq int64) error {
 // lease: after it ran out and another node took the event, that node's
 // outcome counts.
 func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Settlement) error {
+	s.dues.Delete(appID)
 	if st.Ack {
 		return s.ack(ctx, appID, seq, false)
 	}
@@ -247,6 +275,7 @@ func (s *Store) ListEvents(ctx context.Context, appID int64, dead bool, afterSeq
 }
 
 func (s *Store) ReplayEvent(ctx context.Context, appID, seq int64, now time.Time) error {
+	s.dues.Delete(appID)
 	ct, err := s.pool.Exec(ctx, `UPDATE events SET dead = false, attempts = 0, next_at = $3, last_error = '', running = false, origin = 0, lease_until = 0, lease_owner = ''
 		WHERE app_id = $1 AND seq = $2 AND dead`, appID, seq, now.UnixNano())
 	if err != nil {

@@ -53,6 +53,9 @@ type Store struct {
 	commits committer
 	acks    acker
 	hints   hints
+	// dues holds, per app, what a claim's look at events_due found when
+	// nothing was due (dueMemo), for the NextEventDue that follows it.
+	dues sync.Map
 	// noncesSwept is when this node last deleted expired nonces (ns).
 	noncesSwept atomic.Int64
 
