@@ -108,19 +108,22 @@ func (s *Store) runAcks() {
 type eventKey struct{ app, seq int64 }
 
 const (
-	// sqlKeyPlans: a flush does not wait for the WAL flush, and finds
-	// each event by its key, in one generic plan per connection. Planned
-	// for a small table, the ack read every event of the app through
-	// app_id and filtered on seq; without scans and bitmaps the primary
-	// key on both is the one way left, for the partial indexes on NOT dead
-	// do not serve these statements (dead IS NOT TRUE is NOT dead for a
-	// column that is never NULL, but does not imply it for the planner).
-	// nextDue reads events_due under the same settings.
+	// sqlKeyPlans: a flush does not wait for the WAL flush, and runs one
+	// generic plan per connection, without scans and bitmaps, which a plan
+	// made for a small table would pick. nextDue reads events_due under
+	// the same settings. (dead IS NOT TRUE below is NOT dead for a column
+	// never NULL, but leaves the partial indexes on NOT dead out.)
 	sqlKeyPlans = `SELECT set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true),
 		set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`
-	sqlAck   = `DELETE FROM events WHERE app_id = $1 AND seq = ANY($2::int8[])`
-	sqlStart = `UPDATE events SET attempts = attempts + 1, running = true
-		WHERE app_id = $1 AND seq = ANY($2::int8[]) AND lease_owner = $3 AND dead IS NOT TRUE RETURNING seq`
+	// sqlAck and sqlStart find each event through a LATERAL lookup of
+	// its key (seq = ANY would be a filter on app_id's rows in a plan made
+	// for a small table), lock it, and then change the row they locked, by
+	// its ctid, which the lock keeps from moving.
+	sqlAck = `DELETE FROM events WHERE ctid = ANY(ARRAY(SELECT e.ctid FROM unnest($2::int8[]) AS k(seq),
+		LATERAL (SELECT ctid FROM events WHERE app_id = $1 AND seq = k.seq FOR UPDATE OFFSET 0) e))`
+	sqlStart = `UPDATE events SET attempts = attempts + 1, running = true WHERE ctid = ANY(ARRAY(SELECT e.ctid FROM unnest($2::int8[]) AS k(seq),
+		LATERAL (SELECT ctid FROM events WHERE app_id = $1 AND seq = k.seq AND lease_owner = $3 AND dead IS NOT TRUE FOR UPDATE OFFSET 0) e))
+		RETURNING seq`
 )
 
 // flushAcks deletes a batch of settled events and marks the runs started

@@ -743,17 +743,17 @@ func TestCommitPlansUseKeys(t *testing.T) {
 	heads := `(int8, int8, text[], text[], text[], bool[], text[], text[], int8[], int8[], text[], bool[])`
 	headArgs := `(1, 0, '{jobs}', '{d7}', '{2-b}', '{f}', '{"{}"}', '{"{}"}', '{1}', '{0}', '{NULL}', '{f}')`
 	commits := []planCase{
-		{"lock", `(int8, text, text[])`, sqlLockHeads, `(1, 'jobs', '{d5,d7}')`, "Index Scan using docs_pkey"},
-		{"grants", `(int8, text, text[])`, sqlDocGrants, `(1, 'jobs', '{d5,d7}')`, "Index Scan using grants_by_doc"},
+		{"lock", `(int8, text, text[])`, sqlLockHeads, `(1, 'jobs', '{d5,d7}')`, "Index Cond: ((app_id = $1) AND (db = $2) AND (id = k.id))"},
+		{"grants", `(int8, text, text[])`, sqlDocGrants, `(1, 'jobs', '{d5,d7}')`, "Index Cond: ((app_id = $1) AND (db = $2) AND (doc_id = k.id))"},
 		{"save", heads, sqlSaveHeads, headArgs, "Conflict Arbiter Indexes: docs_pkey"},
 		{"count", `(int8, text[], text[], text[], int8[])`, sqlCountGrants, `(1, '{public}', '{""}', '{jobs}', '{1}')`, "Conflict Arbiter Indexes: grant_counts_pkey"},
-		{"gone", `(int8, text, text, text)`, sqlCountGone, `(1, 'public', '', 'jobs')`, "grant_counts_pkey"},
+		{"gone", `(int8, text, text, text)`, sqlCountGone, `(1, 'public', '', 'jobs')`, "Index Cond: ((app_id = $1) AND (kind = $2) AND (principal = $3) AND (channel = $4))"},
 		{"claimed", `(int8, int8, int8[], int4[], int8[], int8[], text[], text[], int8[], text)`, sqlAddClaimedEvents,
-			`(1, 1, '{1}', '{0}', '{0}', '{0}', '{jobs}', '{d7}', '{5}', 'n')`, "using events_by_doc"},
+			`(1, 1, '{1}', '{0}', '{0}', '{0}', '{jobs}', '{d7}', '{5}', 'n')`, "Index Cond: ((app_id = $1) AND (db = (unnest($7))) AND (doc_id = (unnest($8))))"},
 	}
 	acks := []planCase{
-		{"ack", `(int8, int8[])`, sqlAck, `(1, '{5,7}')`, "Index Scan using events_pkey"},
-		{"start", `(int8, int8[], text)`, sqlStart, `(1, '{5,7}', 'n')`, "Index Scan using events_pkey"},
+		{"ack", `(int8, int8[])`, sqlAck, `(1, '{5,7}')`, "Index Cond: ((app_id = $1) AND (seq = k.seq))"},
+		{"start", `(int8, int8[], text)`, sqlStart, `(1, '{5,7}', 'n')`, "Index Cond: ((app_id = $1) AND (seq = k.seq))"},
 		{"due", `(int8)`, sqlNextDue, `(1)`, "Index Scan using events_due"},
 	}
 	check := func(when string) {
