@@ -39,6 +39,7 @@ type versionOut struct {
 }
 
 func TestAccessDeployAndRefusals(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	srv := startServer(t, data, "HANDOFF_ADMIN_TOKEN="+adminToken)
 	u := srv.url

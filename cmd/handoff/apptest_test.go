@@ -13,6 +13,7 @@ import (
 )
 
 func TestInitWritesAnAppThatPassesItsOwnTests(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "myapp")
 	out, errOut, code := runIn(t, nil, "", "init", dir)
 	if code != 0 {
@@ -34,6 +35,7 @@ func TestInitWritesAnAppThatPassesItsOwnTests(t *testing.T) {
 }
 
 func TestTestCommand(t *testing.T) {
+	t.Parallel()
 	jobs := filepath.Join("..", "..", "examples", "jobs")
 	out, errOut, code := runIn(t, nil, "", "test", jobs)
 	if code != 0 || !strings.Contains(out, "5 passed, 0 failed") || !strings.Contains(out, "running  →  failed") {
@@ -77,6 +79,7 @@ func TestTestCommand(t *testing.T) {
 // committed: here the owner deleted an answered request, an edge the
 // starter's tests never take.
 func TestTestAgainstAServersHistory(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}
@@ -122,6 +125,7 @@ func TestTestAgainstAServersHistory(t *testing.T) {
 
 // --watch runs the tests again when a file of the folder changes.
 func TestTestWatchRerunsOnSave(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, errOut, code := runIn(t, nil, "", "init", dir); code != 0 {
 		t.Fatal(errOut)

@@ -17,6 +17,7 @@ import (
 // process must finish every job exactly once and report its numbers.
 // It asserts no timing: speed is for docs/benchmarks.md, not for tests.
 func TestBenchJobs(t *testing.T) {
+	t.Parallel()
 	stdout, stderr, code := runIn(t, nil, "", "bench", "jobs", "--jobs", "50", "--concurrency", "4")
 	if code != 0 {
 		t.Fatalf("bench jobs: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
@@ -53,6 +54,7 @@ func TestBenchJobs(t *testing.T) {
 }
 
 func TestBenchJobsUsage(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"bench", "jobs", "--jobs", "0"},
 		{"bench", "jobs", "--rate", "-1"},
@@ -70,6 +72,7 @@ func TestBenchJobsUsage(t *testing.T) {
 // job done exactly once, in a database of the run's own that is gone
 // afterwards.
 func TestBenchJobsPostgres(t *testing.T) {
+	t.Parallel()
 	base := pgtest.Need(t)
 	serveURL := base
 	if u, err := url.Parse(base); err == nil && u.Scheme != "" {
@@ -119,6 +122,7 @@ func TestBenchJobsPostgres(t *testing.T) {
 }
 
 func TestBenchJobsPostgresUsage(t *testing.T) {
+	t.Parallel()
 	for _, env := range []map[string]string{nil, {"HANDOFF_POSTGRES": "http://x"}} {
 		args := []string{"bench", "jobs", "--jobs", "1"}
 		if env == nil {

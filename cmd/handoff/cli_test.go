@@ -21,6 +21,7 @@ func runIn(t *testing.T, env map[string]string, stdin string, args ...string) (s
 }
 
 func TestParseKey(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"running":     `"running"`,
 		"3":           `3`,
@@ -42,6 +43,7 @@ func TestParseKey(t *testing.T) {
 }
 
 func TestUsageErrorsExitTwo(t *testing.T) {
+	t.Parallel()
 	// No server runs here: every one of these must fail before any request.
 	env := map[string]string{"HANDOFF_SERVER": "http://127.0.0.1:1"}
 	cases := []struct {
@@ -94,6 +96,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 }
 
 func TestVersionAndHelp(t *testing.T) {
+	t.Parallel()
 	out, _, code := runIn(t, nil, "", "--version")
 	if code != 0 || !strings.HasPrefix(out, "handoff ") {
 		t.Errorf("--version: exit %d, %q", code, out)
@@ -109,6 +112,7 @@ func TestVersionAndHelp(t *testing.T) {
 }
 
 func TestUnreachableServerIsReported(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"HANDOFF_SERVER": "http://127.0.0.1:1", "HANDOFF_TOKEN": "t"}
 	_, errOut, code := runIn(t, env, "", "app", "list")
 	if code != 1 || !strings.HasPrefix(errOut, "error: unavailable: ") ||
@@ -125,6 +129,7 @@ func TestUnreachableServerIsReported(t *testing.T) {
 // TestServeOnABusyAddress: a start that cannot listen fails with a clear
 // error before it creates anything in the data directory.
 func TestServeOnABusyAddress(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +148,7 @@ func TestServeOnABusyAddress(t *testing.T) {
 // TestEveryAppFlagHasVibe: --vibe is the alias of --app on every command
 // that takes an app (docs/architecture.md, "The CLI contract"), and nowhere else.
 func TestEveryAppFlagHasVibe(t *testing.T) {
+	t.Parallel()
 	c := &cli{getenv: func(string) string { return "" }}
 	var walk func(cmd *cobra.Command)
 	n := 0
@@ -171,6 +177,7 @@ func TestEveryAppFlagHasVibe(t *testing.T) {
 // TestLoginHelpNamesTheConfigFile: the help shows where the file is, as
 // the command would resolve it.
 func TestLoginHelpNamesTheConfigFile(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	out, _, code := runIn(t, map[string]string{"HOME": home}, "", "login", "--help")
 	if want := filepath.Join(home, ".config", "handoff", "config.json"); code != 0 || !strings.Contains(out, want) || strings.Contains(out, "UserConfigDir") {
@@ -183,6 +190,7 @@ func TestLoginHelpNamesTheConfigFile(t *testing.T) {
 }
 
 func TestClosest(t *testing.T) {
+	t.Parallel()
 	names := []string{"jobs", "logs", "bob", "alice", "admin"}
 	for typed, want := range map[string]string{
 		"jbos": "jobs", "job": "jobs", "Jobs": "jobs", "bbo": "bob", "alcie": "alice",

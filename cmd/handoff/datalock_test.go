@@ -17,6 +17,7 @@ import (
 // TestDataDirLock: a second taker is refused with the holder's PID until
 // the first releases; a lock file left by a dead process does not block.
 func TestDataDirLock(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// What a crashed server leaves: the file with its PID, no lock.
 	if err := os.WriteFile(filepath.Join(dir, lockFile), []byte("999999999\n"), 0o600); err != nil {
@@ -49,6 +50,7 @@ func TestDataDirLock(t *testing.T) {
 // is killed (its lock file left behind), a new server starts on it, and
 // migrate refuses the directory while that one runs.
 func TestServeRefusesALockedDataDir(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	first := startServer(t, data, "HANDOFF_ADMIN_TOKEN="+adminToken)
 	pid := strconv.Itoa(first.cmd.Process.Pid)

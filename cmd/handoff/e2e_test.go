@@ -233,6 +233,7 @@ const adminToken = "hnd_e2e-admin-token"
 
 // TestWalkthrough is WALKTHROUGH.md, step by step, including a restart.
 func TestWalkthrough(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	srv := startServer(t, data, "HANDOFF_ADMIN_TOKEN="+adminToken)
 	u := srv.url
@@ -404,6 +405,7 @@ func TestWalkthrough(t *testing.T) {
 // TestAdminTokenFile: without HANDOFF_ADMIN_TOKEN the first start mints a
 // token into DATA/admin.token (0600), prints the path, never the token.
 func TestAdminTokenFile(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	srv := startServer(t, data)
 	path := filepath.Join(data, "admin.token")
@@ -442,6 +444,7 @@ func TestAdminTokenFile(t *testing.T) {
 // TestImportExport round-trips 2,500 documents through NDJSON, with one
 // bad line that is reported with its number.
 func TestImportExport(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), "HANDOFF_ADMIN_TOKEN="+adminToken)
 	u := srv.url
 	alice := decode[map[string]string](t, must(t, u, adminToken, "user", "add", "alice").stdout)["token"]
@@ -608,6 +611,7 @@ func TestImportExport(t *testing.T) {
 // TestChangesFollow: --follow prints changes as they are committed and
 // ends cleanly on SIGINT.
 func TestChangesFollow(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), "HANDOFF_ADMIN_TOKEN="+adminToken)
 	u := srv.url
 	must(t, u, adminToken, "app", "create", "admin/feed")

@@ -95,6 +95,7 @@ func (p *followProc) wait() int {
 // survives a server restart without missing or repeating a change, and
 // exits 0 on SIGINT.
 func TestChangesFollowStreams(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	// A fixed port, so the restarted server is found at the same address.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

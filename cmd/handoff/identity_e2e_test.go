@@ -106,6 +106,7 @@ func identityServer(t *testing.T) (srv *serverProc, data, alice, bob string) {
 }
 
 func TestDeviceCLI(t *testing.T) {
+	t.Parallel()
 	srv, _, alice, _ := identityServer(t)
 	asAlice := newCLIEnv(t, "HANDOFF_SERVER="+srv.url, "HANDOFF_TOKEN="+alice)
 
@@ -179,6 +180,7 @@ func TestDeviceCLI(t *testing.T) {
 }
 
 func TestLoginCLI(t *testing.T) {
+	t.Parallel()
 	srv, _, alice, bob := identityServer(t)
 	c := newCLIEnv(t)
 	cfgPath := filepath.Join(c.home, "xdg", "handoff", "config.json")
@@ -270,6 +272,7 @@ export async function onChange(event, ctx) {
 `
 
 func TestSecretCLI(t *testing.T) {
+	t.Parallel()
 	srv, data, alice, bob := identityServer(t)
 	asAlice := newCLIEnv(t, "HANDOFF_SERVER="+srv.url, "HANDOFF_TOKEN="+alice)
 	asBob := newCLIEnv(t, "HANDOFF_SERVER="+srv.url, "HANDOFF_TOKEN="+bob)
@@ -380,6 +383,7 @@ func reverse(s string) string {
 }
 
 func TestMemberRemoveAndPublicCLI(t *testing.T) {
+	t.Parallel()
 	srv, _, alice, bob := identityServer(t)
 	asAlice := newCLIEnv(t, "HANDOFF_SERVER="+srv.url, "HANDOFF_TOKEN="+alice)
 	asBob := newCLIEnv(t, "HANDOFF_SERVER="+srv.url, "HANDOFF_TOKEN="+bob)
@@ -425,6 +429,7 @@ func TestMemberRemoveAndPublicCLI(t *testing.T) {
 // the old ones at once; a user may do it for themself, only the admin for
 // others; devices stay; a new $HANDOFF_ADMIN_TOKEN replaces the old one.
 func TestUserTokenCLI(t *testing.T) {
+	t.Parallel()
 	srv, data, alice, bob := identityServer(t)
 	u := srv.url
 	asAlice := newCLIEnv(t, "HANDOFF_SERVER="+u, "HANDOFF_TOKEN="+alice)
@@ -476,6 +481,7 @@ func TestUserTokenCLI(t *testing.T) {
 // removed user's token and device stop working; the admin and owners of
 // apps are refused with what to do instead.
 func TestUserListRemoveCLI(t *testing.T) {
+	t.Parallel()
 	srv, _, alice, bob := identityServer(t)
 	u := srv.url
 	asBob := newCLIEnv(t, "HANDOFF_SERVER="+u, "HANDOFF_TOKEN="+bob)

@@ -18,6 +18,7 @@ import (
 // import with the counts of what was written, what may have been, and
 // how to finish the job; whether it waited on the server or on its input.
 func TestImportStopped(t *testing.T) {
+	t.Parallel()
 	// The server answers the first bulk request and holds the second until
 	// the client goes away.
 	var requests atomic.Int32

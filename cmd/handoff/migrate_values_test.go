@@ -21,6 +21,7 @@ import (
 // refused. The migration copies them all, reads them back unchanged,
 // lists the documents that field queries will not find, and goes on.
 func TestMigrateCopiesDocumentsWrittenBeforeTheValueRules(t *testing.T) {
+	t.Parallel()
 	pg := freshPostgres(t, 4)
 	data := t.TempDir()
 	ctx := context.Background()

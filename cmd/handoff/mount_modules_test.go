@@ -16,6 +16,7 @@ import (
 // build goes to the app's log (as `handoff logs` shows it) as well as the
 // terminal, and the next good edit logs that it recovered.
 func TestServeWatchesImportsAndLogsDeployErrors(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	dir := apptest.Folder(t, map[string]string{
 		"access.js": `import { refuse } from "./rules/refuse.js";

@@ -12,6 +12,7 @@ import (
 // the owner and the app, deploys the folder, redeploys it on every edit,
 // and keeps the live version when an edit does not compile.
 func TestServeMountsAndReloadsAppFolder(t *testing.T) {
+	t.Parallel()
 	data, dir := t.TempDir(), t.TempDir()
 	access := filepath.Join(dir, "access.js")
 	write := func(src string) {

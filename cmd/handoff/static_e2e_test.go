@@ -26,6 +26,7 @@ func get(t *testing.T, url string) (int, string) {
 // TestDeployUploadsStaticFiles: `handoff deploy` sends DIR/public/ with
 // the code, and the files are served at /apps/OWNER/NAME/.
 func TestDeployUploadsStaticFiles(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), "HANDOFF_ADMIN_TOKEN="+adminToken)
 	alice := decode[map[string]string](t, must(t, srv.url, adminToken, "user", "add", "alice").stdout)["token"]
 	must(t, srv.url, alice, "app", "create", "alice/site")
@@ -77,6 +78,7 @@ func TestDeployUploadsStaticFiles(t *testing.T) {
 // TestServeMountsStaticFiles: a mounted folder's public/ is deployed and
 // redeployed on edits like its code.
 func TestServeMountsStaticFiles(t *testing.T) {
+	t.Parallel()
 	data, dir := t.TempDir(), t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "public"), 0o755); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 // set --signup`, `app list` shows it, and a code from `app invite` lets
 // one visitor sign up, once.
 func TestAppSignupAndInvites(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), "HANDOFF_ADMIN_TOKEN="+adminToken)
 	u := srv.url
 	at := decode[map[string]string](t, must(t, u, adminToken, "user", "add", "alice").stdout)["token"]
