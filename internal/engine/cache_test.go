@@ -34,6 +34,7 @@ func (s *pausedMembers) Members(ctx context.Context, appID int64) ([]store.Membe
 // what it read once the change dropped the cache: the removed member
 // would keep his access until the next change.
 func TestLoadBeforeAChangeIsNotCached(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	raw, err := sqlite.Open(t.TempDir())
 	if err != nil {

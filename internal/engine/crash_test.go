@@ -141,6 +141,7 @@ func recv(t *testing.T, runs <-chan appcode.ChangeEvent) appcode.ChangeEvent {
 // with jitter) and is parked as dead after maxAttempts crashes, while
 // the other events of the app are delivered as usual.
 func TestPoisonEventBacksOffAcrossCrashes(t *testing.T) {
+	t.Parallel()
 	runs := make(chan appcode.ChangeEvent, 10)
 	b := &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		runs <- ev
@@ -218,6 +219,7 @@ func TestPoisonEventBacksOffAcrossCrashes(t *testing.T) {
 // gives its runs back: after the restart the event runs at once, as the
 // same attempt.
 func TestStoppedRunCostsNoAttempt(t *testing.T) {
+	t.Parallel()
 	runs := make(chan appcode.ChangeEvent, 10)
 	b := &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		runs <- ev
@@ -279,6 +281,7 @@ func (s startedBy) Commit(ctx context.Context, w *store.Write) (int64, error) {
 // lease has run out counts that run as a failed attempt and backs off
 // from there, instead of running the event at once.
 func TestNodesCountTheRunOfADeadNode(t *testing.T) {
+	t.Parallel()
 	runs := make(chan appcode.ChangeEvent, 10)
 	b := &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		runs <- ev

@@ -62,6 +62,7 @@ func newDeliveryEnv(t *testing.T, b *appcodetest.Backend) *deliveryEnv {
 }
 
 func TestOnChangeSeesEveryCommitInOrder(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var seen []appcode.ChangeEvent
 	done := make(chan struct{}, 100)
@@ -98,6 +99,7 @@ func TestOnChangeSeesEveryCommitInOrder(t *testing.T) {
 }
 
 func TestFailedEventIsRedeliveredAfterBackoffThenDead(t *testing.T) {
+	t.Parallel()
 	attempts := make(chan appcode.ChangeEvent, 10)
 	env := newDeliveryEnv(t, &appcodetest.Backend{
 		Cfg: func() appcode.BackendConfig {
@@ -214,6 +216,7 @@ func startWithWaiting(t *testing.T, st store.Store, b *appcodetest.Backend, n in
 // empty. When a run ends, its slot takes the next event at once, while
 // the other runs go on.
 func TestFreeSlotTakesTheNextEvent(t *testing.T) {
+	t.Parallel()
 	sq, err := sqlite.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -281,6 +284,7 @@ func TestFreeSlotTakesTheNextEvent(t *testing.T) {
 // end of the batch, which wakes the deliverer. The poll is set to an hour,
 // so without that wake-up the rest would wait.
 func TestBatchEndWakesAStarvedDeliverer(t *testing.T) {
+	t.Parallel()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -309,6 +313,7 @@ func TestBatchEndWakesAStarvedDeliverer(t *testing.T) {
 // as the admin, so it may write where the admin may (an app without
 // access.js lets the admin write), as it acts as any other writer.
 func TestOnChangeActsAsTheAdmin(t *testing.T) {
+	t.Parallel()
 	res := make(chan error, 4)
 	env := newDeliveryEnv(t, &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		if ev.DB == "in" {
@@ -329,6 +334,7 @@ func TestOnChangeActsAsTheAdmin(t *testing.T) {
 // TestLoopGuardCountsPerApp: the writes the loop guard holds back are
 // counted for their own app, not for every app of the server.
 func TestLoopGuardCountsPerApp(t *testing.T) {
+	t.Parallel()
 	env := newDeliveryEnv(t, &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {
 		_, err := hc.Put(ctx, ev.DB, ev.DocID, []byte(`{"again":true}`), appcode.PutOptions{})
 		return err

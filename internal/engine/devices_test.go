@@ -32,6 +32,7 @@ func (f *fixture) signedAs(k auth.DeviceKey, method, target, body string) (engin
 }
 
 func TestDeviceLifecycle(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	e, ctx := f.e, f.ctx
 	k := f.addDevice("carol", "ci", "")
@@ -109,6 +110,7 @@ func TestDeviceLifecycle(t *testing.T) {
 }
 
 func TestDeviceTokens(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	k := f.addDevice("carol", "ci", "")
 	now := f.e.Clock().Now()
@@ -164,6 +166,7 @@ func TestDeviceTokens(t *testing.T) {
 }
 
 func TestScopedDevice(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	e, ctx := f.e, f.ctx
 	k := f.addDevice("alice", "ci", "alice/jobs")

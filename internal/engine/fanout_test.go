@@ -19,6 +19,7 @@ import (
 // the handler's writes are refused with fan_out, counted and logged once.
 // The next client write starts a chain with a budget of its own.
 func TestFanOutBudget(t *testing.T) {
+	t.Parallel()
 	var refused atomic.Int64
 	var msg atomic.Value
 	env := newDeliveryEnv(t, &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {

@@ -190,6 +190,7 @@ func (en *feedEnv) lastSeq(app string) int64 {
 // it, at the end — delivers every later revision exactly once, in order,
 // and then keeps going live.
 func TestFeedResumesFromAnySeq(t *testing.T) {
+	t.Parallel()
 	en := newFeedEnv(t, engine.Options{})
 	const app = "alice/resume"
 	en.app(app, false)
@@ -280,6 +281,7 @@ func TestFeedResumesFromAnySeq(t *testing.T) {
 // bounded in bytes as well as in number; resuming works the same on
 // either side of that bound.
 func TestFeedWithLargeDocuments(t *testing.T) {
+	t.Parallel()
 	en := newFeedEnv(t, engine.Options{})
 	const app = "alice/large"
 	en.app(app, false)
@@ -315,6 +317,7 @@ func TestFeedWithLargeDocuments(t *testing.T) {
 // followers that started before, during and after the writes each see
 // every seq exactly once, in order.
 func TestFeedManyWritersManyFollowers(t *testing.T) {
+	t.Parallel()
 	en := newFeedEnv(t, engine.Options{})
 	const app = "alice/busy"
 	en.app(app, false)
@@ -371,6 +374,7 @@ func TestFeedManyWritersManyFollowers(t *testing.T) {
 // page after wait (the heartbeat's turn); it returns ctx's error as soon
 // as ctx ends.
 func TestFeedHeartbeatAndCancel(t *testing.T) {
+	t.Parallel()
 	en := newFeedEnv(t, engine.Options{})
 	const app = "alice/quiet"
 	en.app(app, false)
@@ -475,6 +479,7 @@ export function docs(doc, oldDoc, user, ctx) {
 // reader's channels like every other read, follows grants as they change
 // and refuses readers with no access at all.
 func TestFeedNeverShowsWhatTheReaderMayNotRead(t *testing.T) {
+	t.Parallel()
 	en := newFeedEnv(t, engine.Options{})
 	const app = "alice/private"
 	en.app(app, false)
@@ -587,6 +592,7 @@ func TestFeedNeverShowsWhatTheReaderMayNotRead(t *testing.T) {
 // granted may still be held back if the follower reads it only after the
 // revocation.)
 func TestFeedRevocationRacesTheFollower(t *testing.T) {
+	t.Parallel()
 	en := newFeedEnv(t, engine.Options{})
 	const app = "alice/flip"
 	en.app(app, false)
@@ -640,6 +646,7 @@ func TestFeedRevocationRacesTheFollower(t *testing.T) {
 // TestFeedOfAPublicApp: an anonymous follower sees the public channels
 // only.
 func TestFeedOfAPublicApp(t *testing.T) {
+	t.Parallel()
 	en := newFeedEnv(t, engine.Options{})
 	const app = "alice/open"
 	en.app(app, true)
@@ -668,6 +675,7 @@ func TestFeedOfAPublicApp(t *testing.T) {
 // TestLiveQuery: a snapshot, then the changes that enter, stay in or
 // leave the result; deletes leave; other documents are not shown.
 func TestLiveQuery(t *testing.T) {
+	t.Parallel()
 	en := newFeedEnv(t, engine.Options{})
 	const app = "alice/jobs"
 	en.app(app, false)
@@ -751,6 +759,7 @@ func TestLiveQuery(t *testing.T) {
 // onChange handler's write and a scheduled handler's write all reach a
 // follower, each with its path.
 func TestFeedCarriesEveryWritePath(t *testing.T) {
+	t.Parallel()
 	b := &appcodetest.Backend{}
 	b.Cfg.OnChange.Concurrency = 1
 	b.Cfg.OnChange.MaxAttempts = 3

@@ -124,6 +124,7 @@ func (o *outboxApp) wantOutbox(want []int64) {
 // dbs only the commits that match leave an outbox row; the others leave
 // none at all, so nothing claims, runs or acks them.
 func TestFilteredCommitsWriteNoOutboxRow(t *testing.T) {
+	t.Parallel()
 	onBothStores(t, func(t *testing.T, st store.Store) {
 		o := newOutboxApp(t, st)
 		o.deploy(`export const config = { onChange: {
@@ -153,6 +154,7 @@ export async function onChange(event, ctx) {}`)
 // TestUnfilteredCommitsAllWriteOutboxRows: without when and dbs every
 // commit, to any database, delete or not, gets its event as before.
 func TestUnfilteredCommitsAllWriteOutboxRows(t *testing.T) {
+	t.Parallel()
 	onBothStores(t, func(t *testing.T, st store.Store) {
 		o := newOutboxApp(t, st)
 		o.deploy(`export const config = { onChange: { concurrency: 2 } };
@@ -169,6 +171,7 @@ export async function onChange(event, ctx) {}`)
 // TestFilterValues covers the value rules of when on one store: numbers
 // by value, booleans, null, escaped strings and keys, several fields.
 func TestFilterValues(t *testing.T) {
+	t.Parallel()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -192,6 +195,7 @@ export async function onChange(event, ctx) {}`)
 // TestRedeployChangesFilter: the filter is the active code version's, so
 // a deploy that changes when applies to the commits after it.
 func TestRedeployChangesFilter(t *testing.T) {
+	t.Parallel()
 	onBothStores(t, func(t *testing.T, st store.Store) {
 		o := newOutboxApp(t, st)
 		const handler = "\nexport async function onChange(event, ctx) {}"

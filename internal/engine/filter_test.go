@@ -7,6 +7,7 @@ import (
 )
 
 func TestChangeWanted(t *testing.T) {
+	t.Parallel()
 	when := []appcode.FieldMatch{
 		{Field: "kind", Values: []any{"job"}},
 		{Field: "status", Values: []any{"pending", "retry"}},

@@ -18,6 +18,7 @@ import (
 // check runs inside the store's commit notification, where a follower
 // would be woken.
 func TestRevokedGrantIsGoneWhenTheCommitIsAnnounced(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {

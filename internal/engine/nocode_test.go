@@ -16,6 +16,7 @@ import (
 // deployed by a server that runs code, stays closed to writes there
 // rather than open.
 func TestEngineWithoutCode(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {

@@ -37,6 +37,7 @@ func (c claimedSeqs) ClaimEvents(ctx context.Context, cl store.Claim) ([]store.E
 // for its earlier event and goes out through a claim, in order, and a run
 // that hangs holds back only its own document.
 func TestNodesCommitHandsEventToItsRunner(t *testing.T) {
+	t.Parallel()
 	started := make(chan appcode.ChangeEvent, 10)
 	release := make(chan struct{})
 	var slowSeen atomic.Bool

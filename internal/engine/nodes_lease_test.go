@@ -59,6 +59,7 @@ func (w leaseWatch) RenewEvents(ctx context.Context, appID int64, seqs []int64, 
 // renewing, as a dead node does, the event runs on the other node within
 // about a lease.
 func TestNodesLeaseRenewedWhileRunLives(t *testing.T) {
+	t.Parallel()
 	started := make(chan int64, 10)
 	release := make(chan struct{})
 	b := &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {

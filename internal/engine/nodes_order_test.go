@@ -65,6 +65,7 @@ func waitTimers(t *testing.T, clk *clock.Virtual, n int) {
 // tick beside it (docs/architecture.md, "backend.js and delivery": ticks never overlap, across all nodes). Once
 // it ends, ticks go on.
 func TestNodesTickHoldsTheSchedule(t *testing.T) {
+	t.Parallel()
 	started := make(chan int64, 10)
 	release := make(chan struct{})
 	var slow atomic.Int64 // the planned time of the one slow tick
@@ -125,6 +126,7 @@ func (c claimsSeen) ClaimEvents(ctx context.Context, cl store.Claim) ([]store.Ev
 // the one before it (docs/architecture.md, "backend.js and delivery": strict app-wide commit order), however
 // often it looks; once that run ends, the next event goes out.
 func TestNodesConcurrencyOneKeepsCommitOrder(t *testing.T) {
+	t.Parallel()
 	started := make(chan int64, 10)
 	release := make(chan struct{})
 	b := &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext) error {

@@ -99,6 +99,7 @@ func eventually(t *testing.T, what string, cond func() error) {
 // the new secrets and answers with the new permissions, as one node on
 // the embedded store does.
 func TestNodesSeeEachOthersChanges(t *testing.T) {
+	t.Parallel()
 	a, b, admin := twoNodes(t, "alice", "bob", "carol")
 	ctx := context.Background()
 	alice, bob, carol, anon := engine.Actor{User: "alice"}, engine.Actor{User: "bob"}, engine.Actor{User: "carol"}, engine.Actor{}
@@ -364,6 +365,7 @@ export async function scheduled(event, ctx) {
 // sees every commit made on node A, once, in commit order, and only what
 // it may read.
 func TestNodesFeedAcrossNodes(t *testing.T) {
+	t.Parallel()
 	a, b, admin := twoNodes(t, "alice", "carol")
 	ctx := context.Background()
 	alice, carol := engine.Actor{User: "alice"}, engine.Actor{User: "carol"}
@@ -448,6 +450,7 @@ func TestNodesFeedAcrossNodes(t *testing.T) {
 // TestNodesAcceptASignedRequestOnce: a device-signed request used on one
 // node is refused by every other, as one node refuses it the second time.
 func TestNodesAcceptASignedRequestOnce(t *testing.T) {
+	t.Parallel()
 	a, b, _ := twoNodes(t, "alice")
 	ctx := context.Background()
 	k, err := auth.NewDeviceKey("alice", "laptop")
@@ -479,6 +482,7 @@ func TestNodesAcceptASignedRequestOnce(t *testing.T) {
 // access.js, or a plain update on an old base), the write is decided on
 // the real head, as on one node.
 func TestNodesWriteOnStaleHeads(t *testing.T) {
+	t.Parallel()
 	a, b, admin := twoNodes(t, "alice")
 	ctx := context.Background()
 	alice := engine.Actor{User: "alice"}

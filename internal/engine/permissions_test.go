@@ -13,6 +13,7 @@ import (
 // function: the owner, editors and the admin write; members read;
 // anonymous callers read public apps only.
 func TestPermissions(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	e, ctx := f.e, f.ctx
 	write := func(who, app string) error {
@@ -126,6 +127,7 @@ func TestPermissions(t *testing.T) {
 }
 
 func TestRolesAreGranted(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	e, ctx := f.e, f.ctx
 	dave := f.actors["dave"]
@@ -154,6 +156,7 @@ func TestRolesAreGranted(t *testing.T) {
 }
 
 func TestCreateAppPermissions(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	e, ctx := f.e, f.ctx
 	for _, c := range []struct {

@@ -16,6 +16,7 @@ import (
 // version is deployed is stopped, says so in the app's log, and the new
 // version ticks at the next interval instead of after the old run.
 func TestDeployStopsTheRunningTick(t *testing.T) {
+	t.Parallel()
 	started := make(chan int64, 4)
 	stopped := make(chan error, 4)
 	first := true
@@ -69,6 +70,7 @@ func TestDeployStopsTheRunningTick(t *testing.T) {
 // attempt: replacing the code is no failure of the event. A rollback
 // stops a running tick as a deploy does.
 func TestDeployStopsTheRunningOnChange(t *testing.T) {
+	t.Parallel()
 	var live atomic.Int32 // the version the test made live last
 	live.Store(1)
 	type run struct {

@@ -80,6 +80,7 @@ func newSecretEnv(t *testing.T, key []byte, b *appcodetest.Backend) *secretEnv {
 }
 
 func TestSecretsManagement(t *testing.T) {
+	t.Parallel()
 	v := newSecretEnv(t, testSecretKey, nil)
 	e, ctx := v.e, context.Background()
 
@@ -136,6 +137,7 @@ func TestSecretsManagement(t *testing.T) {
 }
 
 func TestSecretsNeedAServerKey(t *testing.T) {
+	t.Parallel()
 	v := newSecretEnv(t, nil, nil)
 	err := v.e.SetSecret(context.Background(), v.alice, "alice/app", "K", []byte("x"))
 	wantCode(t, err, errs.Unavailable, "a secret without a server key")
@@ -144,6 +146,7 @@ func TestSecretsNeedAServerKey(t *testing.T) {
 // Handlers read the secrets of their own app, opened with the server key,
 // and see changes at once.
 func TestHandlersReadTheirSecrets(t *testing.T) {
+	t.Parallel()
 	type seen struct {
 		v  string
 		ok bool
@@ -198,6 +201,7 @@ func TestHandlersReadTheirSecrets(t *testing.T) {
 // A database opened with another server key does not give the secrets
 // away: they stay sealed.
 func TestSecretsDoNotOpenWithAnotherKey(t *testing.T) {
+	t.Parallel()
 	got := make(chan bool, 10)
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -9,6 +9,7 @@ import (
 )
 
 func TestValidStaticPath(t *testing.T) {
+	t.Parallel()
 	for _, p := range []string{"index.html", "css/site.css", "a/b/c.d.e", ".well-known/x", "é/ü.txt", "a..b", "...x"} {
 		if err := ValidStaticPath(p); err != nil {
 			t.Errorf("%q refused: %v", p, err)
@@ -40,6 +41,7 @@ func TestValidStaticPath(t *testing.T) {
 }
 
 func TestCheckStaticFilesLimits(t *testing.T) {
+	t.Parallel()
 	if err := checkStaticFiles(map[string][]byte{"a": make([]byte, MaxStaticFileBytes)}); err != nil {
 		t.Fatalf("a file at the limit: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 // user's token, devices and roles stop working at once (the app's cached
 // members included), the admin and owners of apps stay.
 func TestRemoveUser(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	e, ctx, admin := f.e, f.ctx, f.actors["admin"]
 	k := f.addDevice("carol", "ci", "")

@@ -8,6 +8,7 @@ import (
 // TestDocumentErrorsSayWhatToFix: a refused body's message points at the
 // problem and says what to send instead.
 func TestDocumentErrorsSayWhatToFix(t *testing.T) {
+	t.Parallel()
 	for body, want := range map[string]string{
 		`{"a":1`:           "ends before its last brace",
 		`{"a":1,,"b":2}`:   "at byte 8",

@@ -130,6 +130,7 @@ func wantCode(t *testing.T, err error, code errs.Code, what string) {
 }
 
 func TestPutRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	alice := f.actors["alice"]
 	big := `{"pad":"` + strings.Repeat("x", testMaxDoc) + `"}`
@@ -201,6 +202,7 @@ func TestPutRejectsBadInput(t *testing.T) {
 }
 
 func TestPutAcceptsEdgeInput(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	alice := f.actors["alice"]
 	exact := `{"pad":"` + strings.Repeat("x", testMaxDoc-10) + `"}`
@@ -255,6 +257,7 @@ func decode(t *testing.T, raw []byte) map[string]any {
 }
 
 func TestReadsRejectBadInput(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	alice := f.actors["alice"]
 	e, ctx := f.e, f.ctx

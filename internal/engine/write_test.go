@@ -43,6 +43,7 @@ func (h *hintingStore) Commit(ctx context.Context, w *store.Write) (int64, error
 // moved (by that very commit, perhaps): its outcome is unknown, and
 // trying again could apply it twice.
 func TestHintedWriteNotRetriedAfterCommitError(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sq, err := sqlite.Open(t.TempDir())
 	if err != nil {
@@ -88,6 +89,7 @@ func (failingGets) Get(context.Context, int64, string, string) (*store.Doc, erro
 // callers (HTTP clients, app handlers) as internal with words of its own;
 // the storage error's text is only its Detail.
 func TestStorageFailuresKeepTheirTextForTheLog(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
