@@ -31,6 +31,7 @@ func (s *countingStore) GrantsFor(ctx context.Context, appID int64, user string)
 // not grow with the number of documents (BenchmarkPutWithAccess shows
 // what it costs when it does).
 func TestGrantLookupsDoNotGrowWithDocuments(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../../examples/jobs/access.js")
 	if err != nil {
 		t.Fatal(err)

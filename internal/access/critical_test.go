@@ -46,6 +46,7 @@ func race(n int, write func(i int) error) []error {
 // docs/architecture.md, "access.js": the access function decides against the head the commit
 // replaces, so 50 identical claims of one pending job commit exactly one.
 func TestFiftyClaimsCommitOne(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	const app = "alice/jobs"
 	en.app(app, false)
@@ -86,6 +87,7 @@ func TestFiftyClaimsCommitOne(t *testing.T) {
 
 // With ifRev the same race ends in one commit and 49 conflicts.
 func TestFiftyClaimsWithIfRev(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	const app = "alice/jobs"
 	en.app(app, false)

@@ -49,7 +49,8 @@ func newEnv(t testing.TB) *env {
 
 func newEnvWith(t testing.TB, eo engine.Options, ao access.Options) *env {
 	t.Helper()
-	st, err := sqlite.Open(t.TempDir())
+	// Decisions and reads do not care whether a commit reached the disk.
+	st, err := sqlite.OpenUnsynced(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

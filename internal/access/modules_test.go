@@ -24,6 +24,7 @@ func bundled(t *testing.T, files map[string]string) string {
 // refusal, a requireBackend and a failure inside an imported module say
 // the module's file and line, not the bundle's.
 func TestModuleErrorsNameTheModule(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	en.app("alice/tasks", false)
 	en.deploy("alice/tasks", bundled(t, map[string]string{
@@ -66,6 +67,7 @@ export function checkTask(doc, ctx) {
 
 // A refusal in access.js itself reads as it always has.
 func TestSingleFileRefusalUnchanged(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	en.app("alice/tasks", false)
 	en.deploy("alice/tasks", bundled(t, map[string]string{

@@ -141,6 +141,7 @@ func (en *env) pageAll(a engine.Actor, app string, limit int, query bool) []stri
 }
 
 func TestReadsFollowChannelsAndGrants(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	const app = "alice/reads"
 	en.app(app, false)
@@ -238,6 +239,7 @@ func TestReadsFollowChannelsAndGrants(t *testing.T) {
 }
 
 func TestPublicAppReads(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	const app = "alice/open"
 	en.app(app, true)
@@ -267,6 +269,7 @@ func TestPublicAppReads(t *testing.T) {
 // limited to app members. A direct grant, or a role given by a document's members,
 // must reach a user who is not a member of a private app.
 func TestGrantsReachNonMembers(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	const app = "alice/invite"
 	en.app(app, false)
@@ -289,6 +292,7 @@ func TestGrantsReachNonMembers(t *testing.T) {
 }
 
 func TestPaginationSkipsFilteredDocuments(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	const app = "alice/pages"
 	en.app(app, false)
@@ -381,6 +385,7 @@ func TestPaginationSkipsFilteredDocuments(t *testing.T) {
 // committed: a revoke must not leave a reader with the channel, and a new
 // grant must not stay invisible, until some later write changes grants.
 func TestGrantChangesUnderConcurrentReads(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	const app = "alice/revoke"
 	en.app(app, false)

@@ -52,6 +52,7 @@ func seedAccessJS(t *testing.T) string {
 }
 
 func TestSeedSampleRunsUnchanged(t *testing.T) {
+	t.Parallel()
 	src := seedAccessJS(t)
 	en := newEnv(t)
 	const app = "alice/seed"

@@ -16,6 +16,7 @@ import (
 // docs/architecture.md, "access.js": a named export gates its database, `export default` gates
 // every other one, and without either the default rule applies.
 func TestExportsChooseTheGate(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	const app = "alice/gates"
 	en.app(app, false)
@@ -119,6 +120,7 @@ func wantObject(t *testing.T, got map[string]any, want string, what string) {
 }
 
 func TestDocAndOldDoc(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	const app = "alice/probe"
 	en.app(app, false)
@@ -172,6 +174,7 @@ func TestDocAndOldDoc(t *testing.T) {
 func must(_ appcode.WriteResult, err error) error { return err }
 
 func TestUserObject(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	const app = "alice/users"
 	en.app(app, false)
@@ -249,6 +252,7 @@ export function grants(doc, oldDoc, user, ctx) {
 `
 
 func TestCtxChecks(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	const app = "alice/ctx"
 	en.app(app, false)
@@ -350,6 +354,7 @@ func TestCtxChecks(t *testing.T) {
 
 // docs/architecture.md, "access.js": no client can pass requireBackend, whatever it sends.
 func TestRequireBackendCannotBeForged(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	const app = "alice/forge"
 	en.app(app, false)
@@ -397,6 +402,7 @@ export default function (doc, oldDoc, user, ctx) {
 }
 
 func TestThrownValues(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	const app = "alice/throws"
 	en.app(app, false)
@@ -473,6 +479,7 @@ export function nothing() {}
 }
 
 func TestDeployVersionsAndRollback(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	const app = "alice/deploy"
 	en.app(app, false)
