@@ -75,6 +75,7 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // connection; with a valid token the same slow body has AuthBodyTimeout
 // and is written.
 func TestSlowBodiesAreCutOff(t *testing.T) {
+	t.Parallel()
 	v := newEnvWith(t, Options{BodyTimeout: testBodyTimeout, AuthBodyTimeout: testAuthBodyTimeout})
 	// Half a body, then nothing.
 	res, body, took := trickle(t, v, "PUT", docPath("alice/pub", "jobs", "slow"), "", 10, []string{`{"status":`}, 0)
@@ -118,6 +119,7 @@ func (d *deadlineRecorder) SetReadDeadline(t time.Time) error {
 // lifted when the body is in, so it cannot cut a long answer short; a
 // request without a body (a live feed) never gets one.
 func TestBodyDeadlineIsLiftedOnceTheBodyIsIn(t *testing.T) {
+	t.Parallel()
 	v := newEnvWith(t, Options{BodyTimeout: testBodyTimeout, AuthBodyTimeout: testAuthBodyTimeout})
 	serve := func(method, path, token, body string) []time.Time {
 		var rd io.Reader
@@ -149,6 +151,7 @@ func TestBodyDeadlineIsLiftedOnceTheBodyIsIn(t *testing.T) {
 // signature is checked before the body; a signature that does not hold
 // is refused at once, without waiting for the body.
 func TestDeviceSignedBodiesHaveTheGenerousDeadline(t *testing.T) {
+	t.Parallel()
 	v := newEnvWith(t, Options{BodyTimeout: testBodyTimeout, AuthBodyTimeout: testAuthBodyTimeout})
 	key, err := auth.NewDeviceKey("alice", "laptop")
 	if err != nil {

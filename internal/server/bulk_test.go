@@ -17,6 +17,7 @@ type bulkOut struct {
 }
 
 func TestBulkMixed(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	old := v.put("alice", "jobs", "old", `{"v":1}`)
 	body := `{"ifAbsent":true,"docs":[
@@ -70,6 +71,7 @@ func TestBulkMixed(t *testing.T) {
 }
 
 func TestBulkManyInOrder(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	var b strings.Builder
 	b.WriteString(`{"docs":[`)
@@ -98,6 +100,7 @@ func TestBulkManyInOrder(t *testing.T) {
 }
 
 func TestBulkErrors(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	p := "/v1/apps/alice/jobs/dbs/jobs/bulk"
 	v.mustError(v.do("POST", p, "alice", `{"docs":[{"a":1}`), 400, "invalid")
@@ -132,6 +135,7 @@ func TestBulkErrors(t *testing.T) {
 // query key are held to the same rules on numbers and strings, and a
 // refusal is invalid, saying where.
 func TestDocumentValuesOverHTTP(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	e := v.mustError(v.do("PUT", docPath("alice/jobs", "jobs", "n"), "alice", `{"input":{"n":1e999999}}`), 400, "invalid")
 	if !strings.Contains(e.Message, "document value at .input.n (byte 14)") {

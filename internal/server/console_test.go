@@ -469,6 +469,7 @@ func jsString(s string) string {
 // The console and the client are served without Chromium's help; API
 // paths keep their JSON errors.
 func TestConsoleAssetsAndFallbacks(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	for path, ctype := range map[string]string{
 		"/":                    "text/html",
@@ -503,6 +504,7 @@ func TestConsoleAssetsAndFallbacks(t *testing.T) {
 }
 
 func TestConsoleSignInAndSignOut(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, "")
 	b := newBrowser(t)
 	b.open(s.ts.URL + "/")
@@ -536,6 +538,7 @@ func TestConsoleSignInAndSignOut(t *testing.T) {
 }
 
 func TestConsoleWatchesAJobGoPendingRunningDone(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, "")
 	b := newBrowser(t)
 
@@ -630,6 +633,7 @@ export async function onChange(event, ctx) {
 `
 
 func TestConsoleReplaysADeadEvent(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, brokenBackend)
 	b := newBrowser(t)
 
@@ -666,6 +670,7 @@ func TestConsoleReplaysADeadEvent(t *testing.T) {
 }
 
 func TestConsoleShowsErrorsInPlainWords(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, "")
 	b := newBrowser(t)
 	b.signIn(s.ts.URL, s.token)
@@ -686,6 +691,7 @@ func TestConsoleShowsErrorsInPlainWords(t *testing.T) {
 // ---- the client module alone
 
 func TestClientModuleLiveQueryAndResume(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, "")
 	if _, err := s.e.CreateApp(s.ctx, consoleAdmin, "alice/plain", false); err != nil {
 		t.Fatal(err)
@@ -783,6 +789,7 @@ func TestClientModuleLiveQueryAndResume(t *testing.T) {
 // ---- the client module's errors
 
 func TestClientModuleErrors(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, "")
 	var last int64
 	for i := range 37 {
@@ -838,6 +845,7 @@ func TestClientModuleErrors(t *testing.T) {
 
 // The example page of docs/console.md works as it ships.
 func TestClientExamplePage(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, "")
 	b := newBrowser(t)
 	b.open(s.ts.URL + "/client/example.html")
@@ -858,6 +866,7 @@ func TestClientExamplePage(t *testing.T) {
 //
 //	HANDOFF_SCREENSHOTS=1 go test ./server -run TestScreenshots
 func TestScreenshots(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("HANDOFF_SCREENSHOTS") != "1" {
 		t.Skip("set HANDOFF_SCREENSHOTS=1 to write docs/screenshots/*.png")
 	}

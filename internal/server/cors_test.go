@@ -19,6 +19,7 @@ func (v *env) preflight(path, origin, method string) resp {
 }
 
 func TestCORSAnswersOnlyTheAppsOwnSite(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	own := v.origin("alice", "jobs")
 	path := "/v1/apps/alice/jobs/dbs/tasks/docs/t1"
@@ -75,6 +76,7 @@ func TestCORSAnswersOnlyTheAppsOwnSite(t *testing.T) {
 }
 
 func TestCORSForTheOriginsAnAppLists(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	dev := "http://localhost:5173"
 	path := "/v1/apps/alice/jobs/dbs/tasks/query?field=status&key=%22new%22"
@@ -120,6 +122,7 @@ func TestCORSForTheOriginsAnAppLists(t *testing.T) {
 }
 
 func TestSitesHaveTheirOwnOrigin(t *testing.T) {
+	t.Parallel()
 	v := newSiteEnv(t)
 	v.deployApp("alice/site", "", "", map[string]string{"index.html": "alice's", "css/a.css": "a"})
 
@@ -147,6 +150,7 @@ func TestSitesHaveTheirOwnOrigin(t *testing.T) {
 }
 
 func TestSiteDomain(t *testing.T) {
+	t.Parallel()
 	v := newEnvWith(t, Options{SiteDomain: "Apps.Example."})
 	v.mustJSON(v.do("POST", "/v1/apps/alice/jobs/code", "alice", deployBody("", "", map[string]string{"index.html": "jobs"})), 201, nil)
 	if st, _, body := v.rawGetHost("jobs--alice.apps.example", "/"); st != 200 || body != "jobs" {
@@ -165,6 +169,7 @@ func TestSiteDomain(t *testing.T) {
 }
 
 func TestAppNamesKeepSiteAddressesApart(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	v.mustJSON(v.do("POST", "/v1/users", "admin", `{"name":"b--c"}`), 201, nil)
 	v.mustJSON(v.do("POST", "/v1/users", "admin", `{"name":"c"}`), 201, nil)

@@ -7,6 +7,7 @@ import (
 )
 
 func TestPutGetDelete(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	w1 := v.put("alice", "jobs", "j1", `{"status":"pending","n":1}`)
 	if !strings.HasPrefix(w1.Rev, "1-") {
@@ -74,6 +75,7 @@ func TestPutGetDelete(t *testing.T) {
 }
 
 func TestPostDoc(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	var w writeOut
 	v.mustJSON(v.do("POST", "/v1/apps/alice/jobs/dbs/jobs/docs", "alice", `{"_id":"from-body","x":1}`), 200, &w)
@@ -102,6 +104,7 @@ func TestPostDoc(t *testing.T) {
 }
 
 func TestIfAbsent(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	var first, second writeOut
 	v.mustJSON(v.do("PUT", docPath("alice/jobs", "inbox", "evt-1")+"?ifAbsent=true", "alice", `{"n":1}`), 200, &first)
@@ -125,6 +128,7 @@ func TestIfAbsent(t *testing.T) {
 // (an empty ifRev, a misspelt parameter) is refused and changes nothing;
 // so is ifAbsent without an id, which could never be a no-op.
 func TestWriteQueryGuards(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	p := docPath("alice/jobs", "inbox", "g1")
 	var w writeOut
@@ -148,6 +152,7 @@ func TestWriteQueryGuards(t *testing.T) {
 }
 
 func TestWriteErrors(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	p := docPath("alice/jobs", "jobs", "w1")
 	e := v.mustError(v.do("PUT", p, "dave", `{"x":1}`), 403, "forbidden")
@@ -184,6 +189,7 @@ func TestWriteErrors(t *testing.T) {
 }
 
 func TestDocumentSizeLimit(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	max := v.e.MaxDocBytes()
 	doc := func(size int) string {
@@ -197,6 +203,7 @@ func TestDocumentSizeLimit(t *testing.T) {
 }
 
 func TestIDsRoundTrip(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	ids := []string{"a/b", "a/b/../c", "ünïcødé ✓ 文档", "100% sure?", "space and #hash&amp=1", ".", "..", "with%2Fescaped", "emoji 🚀"}
 	for _, id := range ids {
@@ -230,6 +237,7 @@ func TestIDsRoundTrip(t *testing.T) {
 }
 
 func TestClientPathHeader(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	p := docPath("alice/jobs", "jobs", "p1")
 	v.mustJSON(v.do("PUT", p, "alice", `{"n":1}`, "X-Handoff-Path", "cli"), 200, nil)

@@ -28,6 +28,7 @@ func (brokenGets) Get(context.Context, int64, string, string) (*store.Doc, error
 // server failed, with an error id; the log has the same id and the
 // storage error's text. So does a failed document of a bulk write.
 func TestServerFailuresCarryAnIDNotTheirText(t *testing.T) {
+	t.Parallel()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

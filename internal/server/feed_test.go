@@ -304,6 +304,7 @@ func change(t testing.TB, ev sseEvent) engine.Entry {
 // the server's side of the connection breaks, reconnecting with the last
 // event's id as Last-Event-ID misses nothing and repeats nothing.
 func TestFeedResumesAfterADroppedConnection(t *testing.T) {
+	t.Parallel()
 	fs := newFeedServer(t, Options{})
 	const app = "alice/jobs"
 	fs.app(app, false)
@@ -457,6 +458,7 @@ export function docs(doc, oldDoc, user, ctx) {
 // one who loses all access mid-stream gets an error event and the end of
 // the stream.
 func TestFeedOverHTTPShowsOnlyWhatTheReaderMayRead(t *testing.T) {
+	t.Parallel()
 	fs := newFeedServer(t, Options{Heartbeat: 50 * time.Millisecond})
 	const app = "alice/private"
 	fs.app(app, false)
@@ -511,6 +513,7 @@ func TestFeedOverHTTPShowsOnlyWhatTheReaderMayRead(t *testing.T) {
 
 // TestFeedLiveQueryOverHTTP: snapshot, then enter, stay and leave.
 func TestFeedLiveQueryOverHTTP(t *testing.T) {
+	t.Parallel()
 	fs := newFeedServer(t, Options{})
 	const app = "alice/jobs"
 	fs.app(app, false)

@@ -113,6 +113,7 @@ func (v *idEnv) send(req *http.Request, hdr ...string) resp {
 }
 
 func TestDeviceRoutes(t *testing.T) {
+	t.Parallel()
 	v := newIDEnv(t)
 	k := v.addDevice("bob", "ci", "")
 
@@ -184,6 +185,7 @@ func TestDeviceRoutes(t *testing.T) {
 // Each signed token is good for one request: its method, path, query and
 // body, for a minute.
 func TestDeviceSignatures(t *testing.T) {
+	t.Parallel()
 	v := newIDEnv(t)
 	k := v.addDevice("alice", "ci", "")
 	path := docPath("alice/jobs", "jobs", "s1")
@@ -234,6 +236,7 @@ func TestDeviceSignatures(t *testing.T) {
 }
 
 func TestScopedDeviceRoutes(t *testing.T) {
+	t.Parallel()
 	v := newIDEnv(t)
 	v.mustJSON(v.do("POST", "/v1/apps", "alice", `{"app":"alice/other"}`), 201, nil)
 	k := v.addDevice("alice", "jobs-ci", "alice/jobs")
@@ -253,6 +256,7 @@ func TestScopedDeviceRoutes(t *testing.T) {
 }
 
 func TestSecretRoutes(t *testing.T) {
+	t.Parallel()
 	v := newIDEnv(t)
 	const value = "sk_live_5f2c9a0e1b7d"
 	var bodies [][]byte
@@ -307,6 +311,7 @@ func (v *env) mustErrorResp(r resp, status int, code string) resp {
 }
 
 func TestMemberRemoveRoute(t *testing.T) {
+	t.Parallel()
 	v := newIDEnv(t)
 	v.put("bob", "jobs", "b1", `{}`)
 	v.mustJSON(v.do("POST", "/v1/apps/alice/jobs/members", "alice", `{"user":"bob","role":"reviewer"}`), 200, nil)
@@ -335,6 +340,7 @@ func TestMemberRemoveRoute(t *testing.T) {
 }
 
 func TestSettingsPublic(t *testing.T) {
+	t.Parallel()
 	v := newIDEnv(t)
 	v.put("alice", "jobs", "j1", `{}`)
 	v.mustError(v.do("GET", docPath("alice/jobs", "jobs", "j1"), "", ""), 401, "unauthorized")
@@ -372,6 +378,7 @@ func TestSettingsPublic(t *testing.T) {
 
 // The Go client signs every request with WithDevice, live feeds too.
 func TestClientWithDevice(t *testing.T) {
+	t.Parallel()
 	v := newIDEnv(t)
 	k := v.addDevice("alice", "script", "alice/jobs")
 	c := client.New(v.ts.URL, "", client.WithDevice(k), client.WithPath("cli"))

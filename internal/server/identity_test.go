@@ -20,6 +20,7 @@ func escapeID(id string) string {
 }
 
 func TestAuthentication(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	var me struct {
 		User  string
@@ -58,6 +59,7 @@ func TestAuthentication(t *testing.T) {
 }
 
 func TestUsers(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	var out struct{ Name, Token string }
 	v.mustJSON(v.do("POST", "/v1/users", "admin", `{"name":"erin"}`), 201, &out)
@@ -95,6 +97,7 @@ func TestUsers(t *testing.T) {
 // TestListAndRemoveUsers: the admin lists users and removes them; a
 // removed user's token stops working, owners and the admin stay.
 func TestListAndRemoveUsers(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	var list struct {
 		Users []struct {
@@ -127,6 +130,7 @@ func TestListAndRemoveUsers(t *testing.T) {
 }
 
 func TestApps(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	var info struct {
 		App, Owner, Name string
@@ -167,6 +171,7 @@ func TestApps(t *testing.T) {
 }
 
 func TestMembers(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	var out struct {
 		Members []struct {

@@ -19,6 +19,7 @@ import (
 // words, add a passkey, sign out (which ends the token), and sign in
 // again with the passkey.
 func TestJobsPage(t *testing.T) {
+	t.Parallel()
 	cheapPasswords()
 	s := newStack(t, "")
 	files := map[string][]byte{}

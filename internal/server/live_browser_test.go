@@ -17,6 +17,7 @@ func (b *browser) waitResult(name, want string) {
 // a key (both call shapes) and every document stays current as
 // documents enter, move within and leave each result, sorted by value.
 func TestClientModuleLiveRangeAndPrefix(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, "")
 	const shop = "alice/shop"
 	if _, err := s.e.CreateApp(s.ctx, consoleAdmin, shop, false); err != nil {
@@ -81,6 +82,7 @@ func TestClientModuleLiveRangeAndPrefix(t *testing.T) {
 // their subscriptions on unmount. React itself is not downloaded: a
 // stand-in (testdata/minireact.js) keeps React's contract for the hooks.
 func TestClientReactHooks(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, "")
 	const shop = "alice/shop"
 	if _, err := s.e.CreateApp(s.ctx, consoleAdmin, shop, false); err != nil {

@@ -56,6 +56,7 @@ func (fs *feedServer) queryAll(app, db, user string, q url.Values) []string {
 // queries, paged and live, never show a reader a document it may not
 // read, and a document that becomes unreadable leaves a live result.
 func TestRangeQueriesShowOnlyWhatTheReaderMayRead(t *testing.T) {
+	t.Parallel()
 	fs := newFeedServer(t, Options{})
 	const app = "alice/private"
 	fs.app(app, false)

@@ -38,6 +38,7 @@ func (v *env) collect(path string) (ids []string, sizes []int) {
 }
 
 func TestQueryPagination(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	for i := range 25 {
 		v.put("alice", "jobs", fmt.Sprintf("job-%02d", i), fmt.Sprintf(`{"status":"pending","n":%d}`, i))
@@ -95,6 +96,7 @@ func TestQueryPagination(t *testing.T) {
 }
 
 func TestScan(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	for i := range 7 {
 		v.put("alice", "jobs", fmt.Sprintf("d%d", i), `{}`)
@@ -115,6 +117,7 @@ func TestScan(t *testing.T) {
 }
 
 func TestChangesAndDatabases(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	a := v.put("alice", "jobs", "c1", `{"n":1}`)
 	b := v.put("alice", "logs", "l1", `{"n":2}`)

@@ -54,6 +54,7 @@ func deployCode(v *env, app, accessJS, backendJS string) {
 }
 
 func TestNoClientPassesRequireBackend(t *testing.T) {
+	t.Parallel()
 	v := newIDEnv(t)
 	deployCode(v.env, "alice/jobs", requireBackendAccessJS, requireBackendBackendJS)
 	v.mustJSON(v.do("PUT", "/v1/apps/alice/jobs/secrets/API_KEY", "alice", `{"value":"abc123"}`), 200, nil)
@@ -160,6 +161,7 @@ func TestNoClientPassesRequireBackend(t *testing.T) {
 // Tokens are stored hashed, secrets sealed, and device private keys never
 // reach the server: none of them is in the database files in clear.
 func TestCredentialsAtRest(t *testing.T) {
+	t.Parallel()
 	v := newIDEnv(t)
 	var needles []string
 	for user, tok := range v.tokens {
@@ -255,6 +257,7 @@ func (r *rateEnv) do(addr, authz, path string, hdr ...string) (int, string) {
 }
 
 func TestBadCredentialsAreRateLimited(t *testing.T) {
+	t.Parallel()
 	r := newRateEnv(t)
 	const attacker, other = "203.0.113.7:40000", "198.51.100.2:5000"
 	good := "Bearer " + r.tok
@@ -325,6 +328,7 @@ func TestBadCredentialsAreRateLimited(t *testing.T) {
 // are answered 401 saying it was revoked, never 429, and its retries do
 // not use up its address's allowance.
 func TestRevokedDeviceIsToldWhenRateLimited(t *testing.T) {
+	t.Parallel()
 	r := newRateEnv(t)
 	ctx := context.Background()
 	admin, _ := r.srv.e.Authenticate(ctx, r.tok)
@@ -371,6 +375,7 @@ func TestRevokedDeviceIsToldWhenRateLimited(t *testing.T) {
 }
 
 func TestFailLimiterStaysBounded(t *testing.T) {
+	t.Parallel()
 	var l failLimiter
 	now := time.Now()
 	for i := range authFailMaxClients + 100 {

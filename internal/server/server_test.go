@@ -213,6 +213,7 @@ func docPath(app, db, id string) string {
 }
 
 func TestHealthz(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	var out map[string]bool
 	v.mustJSON(v.do("GET", "/healthz", "", ""), 200, &out)
@@ -224,6 +225,7 @@ func TestHealthz(t *testing.T) {
 }
 
 func TestUnknownRouteAndMethod(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	v.mustError(v.do("GET", "/v1/nope", "alice", ""), 404, "not_found")
 	v.mustError(v.do("GET", "/nope", "", ""), 404, "not_found")
@@ -248,6 +250,7 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 }
 
 func TestPanicIsAnInternalError(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	v.srv.mux.HandleFunc("GET /boom", func(http.ResponseWriter, *http.Request) { panic("kaboom") })
 	v.mustError(v.do("GET", "/boom", "", ""), 500, "internal")
@@ -259,6 +262,7 @@ func TestPanicIsAnInternalError(t *testing.T) {
 }
 
 func TestPanicAfterWritingAbortsTheResponse(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	v.srv.mux.HandleFunc("GET /half", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -282,6 +286,7 @@ func TestPanicAfterWritingAbortsTheResponse(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	v.put("alice", "jobs", "m1", `{"n":1}`)
 	v.do("PUT", docPath("alice/jobs", "jobs", "m1")+"?ifRev=1-stale", "alice", `{"n":2}`)
@@ -317,6 +322,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestServersShareARegistry(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	reg := v.srv.Registry()
 	other := New(v.e, Options{Registry: reg})

@@ -22,6 +22,7 @@ window.handoff = handoff;
 // another app's page, holding the same token, is refused by CORS: it can
 // neither read the first app's data nor write to it.
 func TestSitePagesTalkToTheirOwnAppOnly(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, "")
 	for _, app := range []string{"alice/board", "alice/other"} {
 		if _, err := s.e.CreateApp(s.ctx, consoleAdmin, app, false); err != nil {

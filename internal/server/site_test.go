@@ -125,6 +125,7 @@ func (v *env) history(app, db, id string) ledger {
 }
 
 func TestFetchLaneRoundTrip(t *testing.T) {
+	t.Parallel()
 	v := newSiteEnv(t)
 	v.deployApp("alice/hooks", hooksAccess, hooksBackend, nil)
 
@@ -184,6 +185,7 @@ func TestFetchLaneRoundTrip(t *testing.T) {
 }
 
 func TestRequireBackendFetchPassesOnlyForTheLane(t *testing.T) {
+	t.Parallel()
 	v := newSiteEnv(t)
 	v.deployApp("alice/hooks", hooksAccess, hooksBackend, nil)
 	// Not the owner through the API, whatever it claims.
@@ -211,6 +213,7 @@ func TestRequireBackendFetchPassesOnlyForTheLane(t *testing.T) {
 }
 
 func TestFetchLaneErrors(t *testing.T) {
+	t.Parallel()
 	v := newSiteEnv(t)
 	v.deployApp("alice/hooks", hooksAccess, hooksBackend, nil)
 	v.deployApp("alice/plain", "", `export async function onChange() {}`, nil)
@@ -246,6 +249,7 @@ export async function fetch(request, ctx) {
 // failed and where, with an error id that the app's log line also
 // carries, and never the exception's own words.
 func TestFetchLaneAppFailuresAre502(t *testing.T) {
+	t.Parallel()
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(999) }))
 	defer upstream.Close()
 	v := newSiteEnv(t)
@@ -321,6 +325,7 @@ func (v *env) rawGetHost(host, path string) (int, http.Header, string) {
 }
 
 func TestStaticFiles(t *testing.T) {
+	t.Parallel()
 	v := newSiteEnv(t)
 	v.deployApp("alice/site", "", "", map[string]string{
 		"index.html":      "<h1>alice</h1>",
@@ -370,6 +375,7 @@ func TestStaticFiles(t *testing.T) {
 }
 
 func TestStaticPathsCannotEscapeTheAppFolder(t *testing.T) {
+	t.Parallel()
 	v := newSiteEnv(t)
 	v.deployApp("alice/site", "", "", map[string]string{"index.html": "alice", "css/a.css": "a"})
 	v.deployApp("bob/site", "", "", map[string]string{"secret.txt": "BOB-SECRET"})
@@ -423,6 +429,7 @@ func TestStaticPathsCannotEscapeTheAppFolder(t *testing.T) {
 // TestHandlersCannotReachAnotherApp: a handler's ctx.db is bound to its
 // own app. Naming another app's database in any way reaches nothing of it.
 func TestHandlersCannotReachAnotherApp(t *testing.T) {
+	t.Parallel()
 	v := newSiteEnv(t)
 	v.deployApp("bob/vault", "", "", map[string]string{"x": "x"})
 	v.mustJSON(v.do("PUT", docPath("bob/vault", "private", "secret"), "bob", `{"code":"BOB-SECRET"}`), 200, nil)

@@ -23,6 +23,7 @@ window.handoff = handoff;
 // (Chromium's virtual authenticator), signs in with it, and the token
 // the page keeps works against the API until sign-out ends it.
 func TestVisitorSignsInOnTheAppsPage(t *testing.T) {
+	t.Parallel()
 	cheapPasswords()
 	s := newStack(t, "")
 	const app = "alice/board"

@@ -16,6 +16,7 @@ import (
 func cheapPasswords() { auth.SetPasswordCost(auth.PasswordParams{Memory: 64, Time: 1, Threads: 1}) }
 
 func TestVisitorRoutes(t *testing.T) {
+	t.Parallel()
 	cheapPasswords()
 	v := newEnv(t)
 	const vis = "/v1/apps/alice/jobs/visitors"
@@ -113,6 +114,7 @@ func (r *rateEnv) post(addr, path, body string) (int, string, string) {
 }
 
 func TestVisitorSignInRateLimit(t *testing.T) {
+	t.Parallel()
 	cheapPasswords()
 	r := newRateEnv(t)
 	admin, _ := r.srv.e.Authenticate(context.Background(), adminToken)
@@ -178,6 +180,7 @@ func TestVisitorSignInRateLimit(t *testing.T) {
 // TestAccessJSSeesTheVisitor: access.js gets a visitor as user, with the
 // visitor id and no roles, and its grants can name that id.
 func TestAccessJSSeesTheVisitor(t *testing.T) {
+	t.Parallel()
 	cheapPasswords()
 	s := newStack(t, "")
 	const app = "alice/notes"
@@ -227,6 +230,7 @@ func TestAccessJSSeesTheVisitor(t *testing.T) {
 // not other signed-in users; a visitor with nothing granted yet gets an
 // empty answer, not a refusal.
 func TestVisitorsReadWhatIsGrantedToPublic(t *testing.T) {
+	t.Parallel()
 	cheapPasswords()
 	s := newStack(t, "")
 	const app = "alice/board"
