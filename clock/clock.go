@@ -28,3 +28,23 @@ func (Real) Now() time.Time { return time.Now() }
 func (Real) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
 func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Busy marks one piece of work in progress on c, when c counts work (a
+// Virtual does; see Virtual.Busy), and returns the function that ends it.
+// On the real clock both cost nothing.
+func Busy(c Clock) (done func()) {
+	if w, ok := c.(interface{ Busy(n int) }); ok {
+		w.Busy(1)
+		return func() { w.Busy(-1) }
+	}
+	return func() {}
+}
+
+// Counter returns c's count of work in progress as a function that adds
+// to it, or nil when c keeps none (the real clock).
+func Counter(c Clock) func(n int) {
+	if w, ok := c.(interface{ Busy(n int) }); ok {
+		return w.Busy
+	}
+	return nil
+}

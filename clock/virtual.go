@@ -2,6 +2,7 @@ package clock
 
 import (
 	"container/heap"
+	"context"
 	"sync"
 	"time"
 )
@@ -17,6 +18,10 @@ type Virtual struct {
 	// waiters are woken whenever a timer is added, so tests can wait for
 	// a component to arm its next timer before advancing.
 	waiters []chan struct{}
+	// busy is the work in progress at the current instant (Busy); idle
+	// are the WaitIdle calls waiting for it to end.
+	busy int
+	idle []chan struct{}
 }
 
 // NewVirtual returns a virtual clock that starts at start.
@@ -28,22 +33,38 @@ func (v *Virtual) Now() time.Time {
 	return v.now
 }
 
+// AfterFunc's f counts as work in progress (Busy) from the instant it
+// fires until it returns, so whatever f wakes can take over before the
+// clock looks idle.
 func (v *Virtual) AfterFunc(d time.Duration, f func()) Timer {
-	return v.add(d, func(time.Time) { go f() })
+	return v.add(d, true, func(time.Time) {
+		go func() {
+			defer v.Busy(-1)
+			f()
+		}()
+	})
 }
 
+// After's receiver does not count as work when the time comes: code
+// whose wait must count (see Busy) uses AfterFunc.
 func (v *Virtual) After(d time.Duration) <-chan time.Time {
 	ch := make(chan time.Time, 1)
-	v.add(d, func(t time.Time) { ch <- t })
+	v.add(d, false, func(t time.Time) { ch <- t })
 	return ch
 }
 
-func (v *Virtual) add(d time.Duration, fire func(time.Time)) *vtimer {
+// add arms a timer; work says that its fire counts as work in progress,
+// from the instant it fires (under mu, so that no look at the count falls
+// between) until the fire says it ended.
+func (v *Virtual) add(d time.Duration, work bool, fire func(time.Time)) *vtimer {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.seq++
-	t := &vtimer{clock: v, at: v.now.Add(d), seq: v.seq, fire: fire, index: -1}
+	t := &vtimer{clock: v, at: v.now.Add(d), seq: v.seq, fire: fire, work: work, index: -1}
 	if d <= 0 {
+		if work {
+			v.busy++
+		}
 		fire(v.now)
 		return t
 	}
@@ -75,8 +96,62 @@ func (v *Virtual) AdvanceTo(t time.Time) {
 			v.now = next.at
 		}
 		now := v.now
+		if next.work {
+			v.busy++
+		}
 		v.mu.Unlock()
 		next.fire(now)
+	}
+}
+
+// Work in progress. A test that plays time must not move the clock while
+// something that the last move woke is still running: the next timer
+// would fire before that work armed its own earlier one. So the code that
+// runs on a clock counts its work with Busy (see the package function),
+// and each piece of work hands its count on to what it wakes before it
+// ends: a fired AfterFunc counts until f returns, and a component that f
+// signals counts from the signal. What waits on the clock counts nothing,
+// so when the count is zero the only thing that can happen next is a
+// timer, and WaitIdle returns.
+
+// Busy adds n (which may be negative) to the work in progress.
+func (v *Virtual) Busy(n int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.busy += n
+	if v.busy < 0 {
+		panic("clock: more work ended than began")
+	}
+	if v.busy == 0 {
+		for _, w := range v.idle {
+			close(w)
+		}
+		v.idle = nil
+	}
+}
+
+// Working reports the work in progress.
+func (v *Virtual) Working() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.busy
+}
+
+// WaitIdle waits until no work is in progress, or ctx ends.
+func (v *Virtual) WaitIdle(ctx context.Context) error {
+	v.mu.Lock()
+	if v.busy == 0 {
+		v.mu.Unlock()
+		return nil
+	}
+	w := make(chan struct{})
+	v.idle = append(v.idle, w)
+	v.mu.Unlock()
+	select {
+	case <-w:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
 }
 
@@ -111,6 +186,7 @@ type vtimer struct {
 	at    time.Time
 	seq   int64
 	fire  func(time.Time)
+	work  bool
 	index int
 }
 

@@ -53,6 +53,11 @@ type Options struct {
 	// prevented f. Nil means real time.
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
 
+	// Busy, when set, hears of the handlers' work in progress for a
+	// virtual clock (jsvm.Options.Busy): a handler awaiting only its
+	// timers is no work, so a test can tell when to move the clock.
+	Busy func(n int)
+
 	// Setup installs extra globals in each new runtime, after handoff's
 	// own and before the module runs. Tests use it for stand-ins of user
 	// work (a global resize, say).
@@ -156,6 +161,7 @@ func (b *Backend) poolOptions(size int, deadline time.Duration) jsvm.Options {
 		Deadline:  deadline,
 		Now:       b.c.o.Now,
 		AfterFunc: b.c.o.AfterFunc,
+		Busy:      b.c.o.Busy,
 		Setup:     b.setup,
 		Gate:      b.c.o.Gate,
 	}

@@ -104,7 +104,14 @@ func (vm *VM) Async(work func(ctx context.Context) (any, error)) goja.Value {
 	p, resolve, reject := vm.NewPromise()
 	resume := vm.Hold()
 	ctx := vm.Context()
+	busy := vm.opts.Busy
+	if busy != nil {
+		busy(1)
+	}
 	go func() {
+		if busy != nil {
+			defer busy(-1) // after resume, which wakes a parked call first
+		}
 		v, err := work(ctx)
 		resume(func(vm *VM) error {
 			if err != nil {
@@ -142,8 +149,17 @@ func (vm *VM) toJS(v any) (goja.Value, error) {
 	return vm.ToValue(v), nil
 }
 
-// signal wakes the waiting loop; a pending wake-up is enough.
+// signal wakes the waiting loop; a pending wake-up is enough. A call
+// parked with Options.Busy told counts as work again from here.
 func (vm *VM) signal() {
+	if vm.opts.Busy != nil {
+		vm.mu.Lock()
+		if vm.parked {
+			vm.parked = false
+			vm.opts.Busy(1)
+		}
+		vm.mu.Unlock()
+	}
 	select {
 	case vm.wake <- struct{}{}:
 	default:
@@ -201,6 +217,11 @@ func (vm *VM) next() (func(*VM) error, error) {
 		case vm.pending == 0:
 			vm.mu.Unlock()
 			return nil, errNeverSettles
+		}
+		if vm.opts.Busy != nil && !vm.parked {
+			// Nothing to run until the host answers: no work of ours.
+			vm.parked = true
+			vm.opts.Busy(-1)
 		}
 		vm.mu.Unlock()
 		vm.yieldSlot() // awaiting the host runs no JS

@@ -64,6 +64,13 @@ type Options struct {
 	// guard CPU (access.js): a runaway loop must stop in real time.
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
 
+	// Busy, when set, is told of the work this pool's calls do, for a
+	// virtual clock's count of work in progress (clock.Virtual.Busy): -1
+	// when a call starts waiting on the host with nothing to run, +1 when
+	// something wakes it, and +1 from the start of each Async work until
+	// its result is queued. The caller counts the call itself.
+	Busy func(n int)
+
 	// Setup installs host globals in each new runtime before the module
 	// runs, e.g. console or fetch. Host functions that finish later use
 	// vm.Hold or vm.Async to settle promises on the runtime's goroutine.

@@ -47,6 +47,7 @@ type VM struct {
 	queue     []func(*VM) error // resumed host callbacks, to run on the VM
 	pending   int               // Holds not yet resumed and run
 	wake      chan struct{}     // capacity 1: "look at the queue or the cause"
+	parked    bool              // waiting on the host with Options.Busy told (loop.go)
 
 	// Touched only on the goroutine that holds the VM.
 	group   string      // the call's Call.Group
