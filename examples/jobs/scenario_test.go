@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -446,6 +447,7 @@ func TestScenarioRacingClaims(t *testing.T) {
 	var mu sync.Mutex
 	var inner []error
 	duplicated := 0
+	var s *scn
 	o := sim.Options{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, hc appcode.HandlerContext, next sim.NextFunc) error {
 		var doc map[string]any
 		_ = json.Unmarshal(ev.Doc, &doc) // not t: this runs on the engine's goroutine
@@ -455,12 +457,24 @@ func TestScenarioRacingClaims(t *testing.T) {
 		mu.Lock()
 		duplicated++
 		mu.Unlock()
-		// The same event, twice at once, each on its own runtime.
+		// The same event, twice at once, each on its own runtime. The
+		// run counts as one piece of work in progress (sim.Env.Settle):
+		// the second call counts as another until it returns, unless it
+		// returns last, when this goes on with its count.
+		s.Clock.Busy(1)
+		var left atomic.Int32
+		left.Store(2)
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		start := make(chan struct{})
 		for i := range errs {
-			wg.Go(func() { <-start; errs[i] = next(ctx, ev, hc) })
+			wg.Go(func() {
+				<-start
+				errs[i] = next(ctx, ev, hc)
+				if left.Add(-1) > 0 {
+					s.Clock.Busy(-1)
+				}
+			})
 		}
 		close(start)
 		wg.Wait()
@@ -469,7 +483,7 @@ func TestScenarioRacingClaims(t *testing.T) {
 		mu.Unlock()
 		return errors.Join(errs...)
 	}}
-	s := newScn(t, o)
+	s = newScn(t, o)
 	// Hold both claims at the store until the second arrives, so both have
 	// passed the ifRev check and access.js on the same head before either
 	// commits: a real race at the compare-and-set, not one claim after

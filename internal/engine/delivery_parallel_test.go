@@ -76,10 +76,7 @@ export async function onChange() {}`, concurrency)})
 		rmu.Lock()
 		d := time.Duration(rnd.IntN(4)) * time.Second
 		rmu.Unlock()
-		select {
-		case <-env.Clock.After(d):
-		case <-ctx.Done():
-		}
+		env.Sleep(ctx, d)
 		return nil
 	}})
 	pick := rand.New(rand.NewPCG(3, 4))

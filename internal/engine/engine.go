@@ -68,9 +68,6 @@ type Engine struct {
 	loopStopped map[int64]int64
 	// fanOut is the budget of each chain of onChange writes (fanout.go).
 	fanOut fanOut
-	// activity counts commits, claims, handler runs and ticks, so a test on
-	// a virtual clock can tell when everything has come to rest.
-	activity atomic.Uint64
 
 	// apps caches resolved apps and their members: every request names an
 	// app, and reading it from the store each time would double the cost
@@ -249,7 +246,16 @@ func (e *Engine) forgetSecrets(appID int64) {
 // Detail, for the server's log; neither HTTP clients nor app code see it.
 func internal(err error) error { return errs.Storage(err) }
 
-// Activity is a counter that moves whenever the engine does something:
-// a commit, an event claimed or settled, a handler run starting or ending,
-// a tick. Tests on a virtual clock advance time only once it stands still.
-func (e *Engine) Activity() uint64 { return e.activity.Load() }
+// WaitIdle waits, on a clock that counts work in progress (clock.Virtual),
+// until nothing is in progress at its current instant: no write, no
+// claim, settlement or handler run, no tick, no wake-up of the runner
+// not yet acted on; handlers that only wait on the clock do not count.
+// Then only the clock moving can start more (docs/architecture.md,
+// "Time"). On other clocks it fails: they keep no count.
+func (e *Engine) WaitIdle(ctx context.Context) error {
+	w, ok := e.clock.(interface{ WaitIdle(context.Context) error })
+	if !ok {
+		return errors.New("engine: WaitIdle needs a clock that counts work in progress, such as clock.Virtual")
+	}
+	return w.WaitIdle(ctx)
+}

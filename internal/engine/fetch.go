@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
 )
@@ -35,8 +36,7 @@ func (e *Engine) Fetch(ctx context.Context, a Actor, appRef string, req appcode.
 		return appcode.FetchResponse{}, errs.New(errs.NotFound, "app %s has no fetch handler; export async function fetch(request, ctx) from its backend.js to serve /api/ on the site of %s", appRef, appRef)
 	}
 	hc := &handlerCtx{e: e, app: app, actor: Actor{User: a.User, Device: a.Device, App: a.App, Handler: appcode.Fetch}}
-	e.activity.Add(1)
-	defer e.activity.Add(1)
+	defer clock.Busy(e.clock)() // a handler call (WaitIdle)
 	resp, err := be.Fetch(ctx, req, hc)
 	if err == nil && (resp.Status < 200 || resp.Status > 599) {
 		// Only a response relayed from an outbound fetch can carry one.

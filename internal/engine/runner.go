@@ -35,7 +35,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 	}
 	e.runner = runner.Start(ctx, runner.Options{Store: e.st, Clock: e.clock, Logger: e.log, Host: runnerHost{e},
-		Node: e.node, PollEvery: e.poll, OnDelivery: e.observe, Activity: &e.activity}, live)
+		Node: e.node, PollEvery: e.poll, OnDelivery: e.observe}, live)
 	e.live.Store(e.runner)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/runner"
@@ -78,6 +79,7 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 	if err := e.spendFanOut(app, a); err != nil {
 		return appcode.WriteResult{}, err
 	}
+	defer clock.Busy(e.clock)() // a commit in progress (WaitIdle)
 	defer func() {
 		if err != nil || res.Existing {
 			e.refundFanOut(app, a) // nothing was written
@@ -211,7 +213,6 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate appco
 	if w.GrantsChanged {
 		app.grants.clear()
 	}
-	e.activity.Add(1)
 	switch {
 	case slot != nil && w.Event.Claimed:
 		slot.Start(ra, w, head, seq, e.clock.Now())

@@ -24,10 +24,6 @@ const (
 	appName = "app"
 )
 
-// settlePoll is how often the harness looks for rest: more often than Go
-// tests under -race need, since each step of virtual time waits for rest.
-const settlePoll = 250 * time.Microsecond
-
 // fileRun is one test file: its module loaded on one runtime, and the
 // test that runtime is running now.
 type fileRun struct {
@@ -132,11 +128,10 @@ func (f *fileRun) run(ctx context.Context, i int, name string) Result {
 			AccessTimeout: time.Second,
 			// Whether strangers may reach the app is a setting of the
 			// server; what they may do there is access.js's, under test.
-			Public:     true,
-			Transport:  stubTransport{f: f},
-			OnAccess:   tr.sawAccess,
-			Ctx:        tctx,
-			SettlePoll: settlePoll,
+			Public:    true,
+			Transport: stubTransport{f: f},
+			OnAccess:  tr.sawAccess,
+			Ctx:       tctx,
 		}), nil
 	})
 	if err != nil {

@@ -61,6 +61,7 @@ func (ar *appRunner) deliver() {
 			ar.stopOld()
 		}
 	}()
+	woken := 1 // signals whose look this is, the first counted by ensure (work.go)
 	for {
 		app, be, err := ar.current()
 		if err == nil {
@@ -77,11 +78,13 @@ func (ar *appRunner) deliver() {
 				}
 				if at, ok, err := e.st.NextEventDue(ctx, ar.id); err == nil && ok {
 					if d := at.Sub(e.clock.Now()); d > 0 {
-						timer = e.clock.AfterFunc(d, func() { signal(retry) })
+						timer = e.clock.AfterFunc(d, func() { e.signal(retry) })
 					}
 				}
 			}
 		}
+		e.done(woken)
+		woken = 0
 		select {
 		case <-ctx.Done():
 			if timer != nil {
@@ -89,7 +92,9 @@ func (ar *appRunner) deliver() {
 			}
 			return
 		case <-ar.wake:
+			woken++
 		case <-retry:
+			woken++
 		case <-poll.C:
 		}
 	}
@@ -103,6 +108,9 @@ func (ar *appRunner) follow(app App) {
 	if ar.runs != nil && ar.version == app.Version {
 		return
 	}
+	ar.mu.Lock()
+	ar.stopping(ar.version)
+	ar.mu.Unlock()
 	if ar.stopOld != nil {
 		ar.stopOld()
 	}
@@ -184,6 +192,7 @@ func (ar *appRunner) runIn(ctx context.Context, app App, be appcode.Backend, evs
 	if reserved {
 		ar.reserved--
 	}
+	version := ar.started()
 	ar.mu.Unlock()
 	ar.r.wg.Add(1)
 	go func() {
@@ -197,8 +206,9 @@ func (ar *appRunner) runIn(ctx context.Context, app App, be appcode.Backend, evs
 			// A claim that stopped for want of a slot left events behind,
 			// or a deploy gave them back; retries set their own wake-ups.
 			if starved || ctx.Err() != nil && ar.r.ctx.Err() == nil {
-				signal(ar.wake)
+				ar.r.signal(ar.wake)
 			}
+			ar.ended(version) // after the signal: the wake-up takes over
 		}()
 		var failed map[docKey]bool
 		for i, ev := range evs {
@@ -286,8 +296,6 @@ func changeEvent(ev store.Event) appcode.ChangeEvent {
 // was acked.
 func (ar *appRunner) deliverOne(ctx context.Context, app App, be appcode.Backend, ev store.Event) (acked bool) {
 	e := ar.r
-	e.activity.Add(1)
-	defer e.activity.Add(1)
 	// The attempt counts before the handler runs: a run that takes the
 	// server down with it is still a failed attempt on restart.
 	if err := startEvent(ctx, e.st, ar.id, ev); err != nil {
@@ -359,13 +367,12 @@ func (ar *appRunner) failed(app App, be appcode.Backend, ev store.Event, attempt
 		appcode.LogFields("seq", ev.Seq, "attempts", attempts))
 	// The retry's own wake-up: the deliverer may have looked for the next
 	// due event before this one was settled.
-	e.clock.AfterFunc(wait, func() { signal(ar.wake) })
+	e.clock.AfterFunc(wait, func() { e.signal(ar.wake) })
 }
 
 // settle records an event's outcome. Then the document's next event may
 // be claimed: the deliverer looks.
 func (e *Runner) settle(ar *appRunner, seq int64, s store.Settlement) {
-	e.activity.Add(1)
 	// Also when the server is stopping: a run it stopped goes back.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ar.r.ctx), 30*time.Second)
 	defer cancel()
@@ -374,6 +381,6 @@ func (e *Runner) settle(ar *appRunner, seq int64, s store.Settlement) {
 	}
 	ar.release(seq)
 	if ar.r.ctx.Err() == nil {
-		signal(ar.wake)
+		e.signal(ar.wake)
 	}
 }

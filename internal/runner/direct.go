@@ -54,7 +54,7 @@ func (s *Slot) Cancel() {
 	s.ar.mu.Lock()
 	s.ar.reserved--
 	s.ar.mu.Unlock()
-	signal(s.ar.wake)
+	s.ar.r.signal(s.ar.wake)
 }
 
 // Start runs the event the commit of w claimed (seq; head is the revision
@@ -78,7 +78,8 @@ func (s *Slot) Start(app App, w *store.Write, head *store.Doc, seq int64, commit
 		// back, and the deliverer runs it with the new code.
 		s.Cancel()
 		ar.r.wg.Add(1)
-		go func() { defer ar.r.wg.Done(); ar.r.settle(ar, seq, giveBack(ev)) }()
+		ar.r.working(1)
+		go func() { defer ar.r.wg.Done(); defer ar.r.done(1); ar.r.settle(ar, seq, giveBack(ev)) }()
 		return
 	}
 	ar.runIn(ctx, app, app.Backend, []store.Event{ev}, true)

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/handoff-run/handoff/clock"
@@ -69,22 +68,23 @@ type Options struct {
 	// OnDelivery, when set, is told how long each event waited from its
 	// commit to the start of its run.
 	OnDelivery func(wait time.Duration)
-	// Activity, when set, is moved by every run and tick, so a test can
-	// tell that nothing happened between two looks.
-	Activity *atomic.Uint64
 }
 
 // Runner runs every app's backend on this node, from Start to Close.
 type Runner struct {
-	st       store.Store
-	caps     store.Capabilities
-	clock    clock.Clock
-	log      *slog.Logger
-	host     Host
-	node     string
-	poll     time.Duration
-	observe  func(time.Duration)
-	activity *atomic.Uint64
+	st      store.Store
+	caps    store.Capabilities
+	clock   clock.Clock
+	log     *slog.Logger
+	host    Host
+	node    string
+	poll    time.Duration
+	observe func(time.Duration)
+	// busy counts the runner's work on a clock that keeps count
+	// (clock.Counter; nil on the real clock): every signal from its send
+	// until the look it wakes is over, every run, every stop until what
+	// it stopped has ended (work.go).
+	busy func(n int)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -111,12 +111,9 @@ func Start(ctx context.Context, o Options, apps []App) *Runner {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Activity == nil {
-		o.Activity = new(atomic.Uint64)
-	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &Runner{st: o.Store, caps: o.Store.Capabilities(), clock: o.Clock, log: o.Logger, host: o.Host, node: o.Node,
-		poll: o.PollEvery, observe: o.OnDelivery, activity: o.Activity,
+		poll: o.PollEvery, observe: o.OnDelivery, busy: clock.Counter(o.Clock),
 		ctx: rctx, cancel: cancel, apps: map[int64]*appRunner{}, unknown: map[int64]bool{}, discover: make(chan struct{}, 1)}
 	r.wg.Add(1)
 	go r.discoverLoop()
@@ -159,8 +156,10 @@ func (r *Runner) ensure(app App) *appRunner {
 	defer r.mu.Unlock()
 	ar := r.apps[app.ID]
 	if ar == nil {
-		ar = &appRunner{r: r, id: app.ID, ref: app.Ref, wake: make(chan struct{}, 1), reload: make(chan struct{}, 1)}
+		ar = &appRunner{r: r, id: app.ID, ref: app.Ref, wake: make(chan struct{}, 1), reload: make(chan struct{}, 1),
+			fire: make(chan time.Time)}
 		r.apps[app.ID] = ar
+		r.working(2) // the first look of each loop (work.go)
 		r.wg.Add(2)
 		go func() { defer r.wg.Done(); ar.deliver() }()
 		go func() { defer r.wg.Done(); ar.schedule() }()
@@ -173,7 +172,7 @@ func (r *Runner) Poke(app App) {
 	if r == nil {
 		return
 	}
-	signal(r.ensure(app).wake)
+	r.signal(r.ensure(app).wake)
 }
 
 // Reload tells the app's runner that its code changed.
@@ -182,8 +181,8 @@ func (r *Runner) Reload(app App) {
 		return
 	}
 	ar := r.ensure(app)
-	signal(ar.wake)
-	signal(ar.reload)
+	r.signal(ar.wake)
+	r.signal(ar.reload)
 }
 
 // Changed tells the runner that an app's settings changed, here or on
@@ -200,22 +199,26 @@ func (r *Runner) Changed(appID int64) {
 	}
 	r.mu.Unlock()
 	if ar == nil {
-		signal(r.discover)
+		r.signal(r.discover)
 		return
 	}
-	signal(ar.wake)
-	signal(ar.reload)
+	r.signal(ar.wake)
+	r.signal(ar.reload)
 }
 
 // discoverLoop starts the runners of apps that got a backend on another
 // node: created or deployed there after this node started.
 func (r *Runner) discoverLoop() {
 	defer r.wg.Done()
+	var woken int
 	for {
+		r.done(woken)
+		woken = 0
 		select {
 		case <-r.ctx.Done():
 			return
 		case <-r.discover:
+			woken++
 		}
 		r.mu.Lock()
 		ids := r.unknown
@@ -228,7 +231,7 @@ func (r *Runner) discoverLoop() {
 				r.unknown[id] = true
 			}
 			r.mu.Unlock()
-			time.AfterFunc(time.Second, func() { signal(r.discover) })
+			time.AfterFunc(time.Second, func() { r.signal(r.discover) })
 		}
 	}
 }
@@ -253,20 +256,14 @@ func (r *Runner) discoverApps(ids map[int64]bool) error {
 	return nil
 }
 
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
 // appRunner is one app's deliverer and scheduler.
 type appRunner struct {
 	r      *Runner
 	id     int64
 	ref    string
-	wake   chan struct{} // an event was committed, a slot freed up, or the code changed
-	reload chan struct{} // the code changed: the scheduler re-reads its interval
+	wake   chan struct{}  // an event was committed, a slot freed up, or the code changed
+	reload chan struct{}  // the code changed: the scheduler re-reads its interval
+	fire   chan time.Time // a tick's time came (schedule.go)
 
 	// code is the version whose onChange runs are going; stop ends them
 	// when another version goes live. Only the deliverer sets them, under
@@ -291,6 +288,11 @@ type appRunner struct {
 	held    map[int64]bool
 	renewal clock.Timer
 	tick    tickStatus
+	// running counts the runs in flight of each code version, and
+	// stopped ends the work of stopping a version once its last run has
+	// ended (work.go).
+	running map[int]int
+	stopped map[int]func()
 }
 
 // tickStatus is what the console shows of the scheduled handler.

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/store"
 )
@@ -14,6 +15,7 @@ import (
 // that overruns skips the ticks it missed instead of piling them up.
 func (ar *appRunner) schedule() {
 	e, ctx := ar.r, ar.r.ctx
+	woken := 1 // signals whose look this is, the first counted by ensure (work.go)
 	for {
 		app, be, err := ar.current()
 		var interval time.Duration
@@ -21,31 +23,64 @@ func (ar *appRunner) schedule() {
 			interval = be.Config().Scheduled.Interval
 		}
 		if interval <= 0 {
+			e.done(woken)
+			woken = 0
 			select {
 			case <-ctx.Done():
 				return
 			case <-ar.reload:
-				continue
+			case <-ar.fire: // a timer stopped too late
 			}
+			woken++
+			continue
 		}
 		now := e.clock.Now()
 		planned := now.Truncate(interval).Add(interval)
-		fire := make(chan struct{}, 1)
-		t := e.clock.AfterFunc(planned.Sub(now), func() { signal(fire) })
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-ar.reload:
-			t.Stop()
+		t := e.clock.AfterFunc(planned.Sub(now), func() {
+			// Handed over with a count of work, which the scheduler
+			// takes; a timer stopped too late hands over a stale time.
+			e.working(1)
+			select {
+			case ar.fire <- planned:
+			case <-ctx.Done():
+				e.done(1)
+			}
+		})
+		if !ar.waitTick(t, planned, &woken) {
+			if ctx.Err() != nil {
+				return
+			}
 			continue
-		case <-fire:
 		}
 		// The code may have changed while waiting: tick with what is live.
 		if app, be, err = ar.current(); err != nil || be == nil || !be.Has(appcode.Scheduled) {
 			continue
 		}
 		ar.runTick(app, be, planned)
+	}
+}
+
+// waitTick waits for the timer t of the tick planned. It reports false
+// when the runner stopped or the code changed first.
+func (ar *appRunner) waitTick(t clock.Timer, planned time.Time, woken *int) bool {
+	e, ctx := ar.r, ar.r.ctx
+	for {
+		e.done(*woken)
+		*woken = 0
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-ar.reload:
+			*woken++
+			t.Stop()
+			return false
+		case at := <-ar.fire:
+			*woken++
+			if at.Equal(planned) {
+				return true
+			}
+		}
 	}
 }
 
@@ -71,8 +106,6 @@ func (ar *appRunner) runTick(app App, be appcode.Backend, planned time.Time) {
 			e.log.Error("ending a scheduled tick's hold", "app", ar.ref, "err", err)
 		}
 	}()
-	e.activity.Add(1)
-	defer e.activity.Add(1)
 	ar.mu.Lock()
 	ar.tick.running = true
 	ar.mu.Unlock()
@@ -120,14 +153,19 @@ func (ar *appRunner) stopOnDeploy(version int, stop func(), done <-chan struct{}
 			select {
 			case <-done:
 				// The tick ended meanwhile: the scheduler needs this one.
-				signal(ar.reload)
+				ar.r.signal(ar.reload)
+				ar.r.done(1)
 				return
 			default:
 			}
 			if app, _, err := ar.current(); err == nil && app.Version != version {
 				stop()
+				// The stop is work until the tick it stopped has ended.
+				<-done
+				ar.r.done(1)
 				return
 			}
+			ar.r.done(1)
 		}
 	}
 }

@@ -10,10 +10,9 @@
 // 30 s lease, a 5 s sweep and a 10 s backoff each fire at their own
 // virtual instant, whatever the real machine's speed.
 //
-// Settle watches process-wide signals (the goroutine count among them),
-// so tests that use an Env should not call t.Parallel: another test's
-// work would only delay this one's rest, but a busy neighbour could keep
-// it from ever coming.
+// Rest is the engine's own count of work in progress on the virtual
+// clock (Engine.WaitIdle), so environments in parallel tests do not see
+// each other.
 package sim
 
 import (
@@ -83,11 +82,6 @@ type Options struct {
 	// Ctx, when set, bounds the environment's calls and its play of
 	// virtual time: once it ends, RunFor and RunUntil fail.
 	Ctx context.Context
-	// SettlePoll is the real time between two looks for rest; five
-	// unchanged looks in a row are rest. Default DefaultSettlePoll, which
-	// suits -race on a loaded machine; a run without -race can look more
-	// often and play long scenarios faster.
-	SettlePoll time.Duration
 	// SettleCap is how long (real time) Settle may wait for the system to
 	// come to rest before failing the test; default 10 s.
 	SettleCap time.Duration
@@ -106,10 +100,8 @@ type Env struct {
 	// CLI does.
 	Admin, Owner engine.Actor
 
-	rec      *recorder
-	cap      time.Duration
-	syscalls uint64 // goroutines in a system call for good (inSyscalls)
-	poll     time.Duration
+	rec *recorder
+	cap time.Duration
 }
 
 // New builds the environment, deploys o.Dir and starts the engine. Its
@@ -125,9 +117,6 @@ func New(t TB, o Options) *Env {
 	if o.AccessTimeout == 0 {
 		o.AccessTimeout = 10 * time.Second
 	}
-	if o.SettlePoll == 0 {
-		o.SettlePoll = DefaultSettlePoll
-	}
 	if o.SettleCap == 0 {
 		o.SettleCap = 10 * time.Second
 	}
@@ -140,7 +129,6 @@ func New(t TB, o Options) *Env {
 		t.Fatalf("sim: reading the app folder: %v", err)
 	}
 
-	syscalls := inSyscalls()
 	ctx := o.Ctx
 	if ctx == nil {
 		ctx = context.Background()
@@ -157,17 +145,18 @@ func New(t TB, o Options) *Env {
 		AfterFunc: func(d time.Duration, f func()) func() bool {
 			return clk.AfterFunc(d, f).Stop
 		},
+		Busy:      clk.Busy,
 		Logger:    testLogger(t),
 		Transport: o.Transport,
 	}})
 	e := engine.New(st, engine.Options{
 		Clock:  clk,
-		Code:   compiler{Compiler: js, st: st, seen: o.OnAccess, rec: rec},
+		Code:   compiler{Compiler: js, seen: o.OnAccess, rec: rec},
 		Logger: testLogger(t),
 	})
 	env := &Env{T: t, Ctx: ctx, Engine: e, Clock: clk, Store: st, App: o.App, Start: o.Start,
 		Admin: engine.Actor{User: engine.AdminUser, Admin: true, Path: "cli"},
-		Owner: engine.Actor{User: owner, Path: "cli"}, rec: rec, cap: o.SettleCap, syscalls: syscalls, poll: o.SettlePoll}
+		Owner: engine.Actor{User: owner, Path: "cli"}, rec: rec, cap: o.SettleCap}
 	// Cleanups run last-in first-out: the engine stops before the store
 	// closes.
 	t.Cleanup(func() { raw.Close() })
