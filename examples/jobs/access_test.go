@@ -204,6 +204,7 @@ const (
 )
 
 func TestTransitionTable(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	future := func() int64 { return en.leaseIn(lease) }
 	cases := []struct {
@@ -396,6 +397,7 @@ func TestTransitionTable(t *testing.T) {
 // The whole life of a job, end to end: queue, claim, lose the lease,
 // requeue, claim again, finish; a slow first run can no longer finish it.
 func TestJobLifecycle(t *testing.T) {
+	t.Parallel()
 	en := newEnv(t)
 	id := "life"
 	en.must(bob, id, newJob())

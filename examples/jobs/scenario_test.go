@@ -206,6 +206,7 @@ func (s *scn) checkChainsEnd() {
 // (a) A 3 s job runs pending → running → done exactly once, claimed the
 // instant it is queued and finished 3 s later.
 func TestScenarioSlowJobRunsOnce(t *testing.T) {
+	t.Parallel()
 	s := newScn(t, sim.Options{})
 	s.queue11("slow", map[string]any{"delayMs": 3000})
 	took := s.RunUntil(s.allTerminal, time.Minute)
@@ -256,6 +257,7 @@ func TestScenarioSlowJobRunsOnce(t *testing.T) {
 // back after the backoff and its stale claim is refused; the sweep takes
 // the job back after its lease, and the second attempt finishes it.
 func TestScenarioThrowAfterClaim(t *testing.T) {
+	t.Parallel()
 	s := newScn(t, sim.Options{})
 	s.queue11("flaky", map[string]any{"failAttempts": 1})
 	first := func() []sim.Run { return s.OnChangeRuns(scnDB, "flaky") }
@@ -359,6 +361,7 @@ func TestScenarioThrowAfterClaim(t *testing.T) {
 // (c) A worker that claims and never finishes: each lease is taken back
 // within one tick of its end, and after 3 attempts the job is failed.
 func TestScenarioWorkerNeverFinishes(t *testing.T) {
+	t.Parallel()
 	s := newScn(t, sim.Options{})
 	s.queue11("stuck", map[string]any{"delayMs": int64(time.Hour / time.Millisecond)})
 	s.RunUntil(s.allTerminal, 15*time.Minute)
@@ -444,6 +447,7 @@ func TestScenarioWorkerNeverFinishes(t *testing.T) {
 // same head. Exactly one commits; the other is a conflict; the work runs
 // once.
 func TestScenarioRacingClaims(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var inner []error
 	duplicated := 0
@@ -548,6 +552,7 @@ func TestScenarioRacingClaims(t *testing.T) {
 // stops nothing. The 45 s job outlives its lease each time, so its late
 // finishes are fenced off by claimId.
 func TestScenarioEveryChainEnds(t *testing.T) {
+	t.Parallel()
 	s := newScn(t, sim.Options{})
 	type want struct {
 		status   string
@@ -622,6 +627,7 @@ func TestScenarioEveryChainEnds(t *testing.T) {
 // The loop guard: an onChange that always writes back to the document
 // that fired it is stopped past depth 4.
 func TestScenarioLoopGuardStopsAChain(t *testing.T) {
+	t.Parallel()
 	dir := sim.WriteApp(t, map[string]string{"backend.js": `
 export async function onChange(event, ctx) {
   if (event.deleted) return;
@@ -669,6 +675,7 @@ export async function onChange(event, ctx) {
 // its planned instant; a failing tick is logged with its error, shown by
 // Schedule, and the next tick comes on time.
 func TestScenarioTicksOnSchedule(t *testing.T) {
+	t.Parallel()
 	dir := sim.WriteApp(t, map[string]string{"backend.js": `
 export const config = { scheduled: { interval: "5s" } };
 export async function scheduled(event, ctx) {
@@ -727,6 +734,7 @@ export async function scheduled(event, ctx) {
 // A tick that overruns skips the ticks it missed: no overlap, no
 // pile-up, and the schedule resumes on its grid.
 func TestScenarioSlowTickDoesNotPileUp(t *testing.T) {
+	t.Parallel()
 	dir := sim.WriteApp(t, map[string]string{"backend.js": `
 export const config = { scheduled: { interval: "5s" } };
 export async function scheduled(event, ctx) {

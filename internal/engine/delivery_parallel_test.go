@@ -62,6 +62,7 @@ func (d *docRuns) finished() int {
 // document never run at once nor out of commit order, and events of
 // different documents do run at once, up to the concurrency.
 func TestDocumentOrderUnderParallelRuns(t *testing.T) {
+	t.Parallel()
 	const docs, events, concurrency = 200, 2000, 64
 	runs := newDocRuns(t)
 	var rmu sync.Mutex
@@ -96,6 +97,7 @@ export async function onChange() {}`, concurrency)})
 // limit holds back the later events of its own document, and no other:
 // every other document's events are delivered meanwhile.
 func TestHungRunHoldsBackOnlyItsDocument(t *testing.T) {
+	t.Parallel()
 	const limit = 2 * time.Minute
 	dir := sim.WriteApp(t, map[string]string{"backend.js": `
 export const config = { onChange: { timeout: "2m", maxAttempts: 2 } };
@@ -170,6 +172,7 @@ func jobsTake(t *testing.T, config string, n int, work time.Duration) time.Durat
 // Virtual time: the work is a timer, so only waiting for something else
 // (a batch, a slot, a poll) would add to it.
 func TestJobsRunAtOnce(t *testing.T) {
+	t.Parallel()
 	took := jobsTake(t, "", 11, 3*time.Second)
 	t.Logf("eleven 3 s jobs: %v", took)
 	if took > 3900*time.Millisecond {

@@ -215,6 +215,7 @@ func TestRedeployChangesFilter(t *testing.T) {
 // never reaches onChange, while its handler's own writes, kept out by
 // dbs, start no runs either.
 func TestFilteredCommitsRunNoJavaScript(t *testing.T) {
+	t.Parallel()
 	env := sim.New(t, sim.Options{Dir: sim.WriteApp(t, map[string]string{"backend.js": `
 export const config = { onChange: { when: { status: "pending" }, dbs: ["jobs"] } };
 export async function onChange(event, ctx) {

@@ -29,6 +29,7 @@ export async function onChange(event, ctx) {
 // TestHandlerWritesMeetTheDocumentRules: a backend handler's ctx.db.put
 // goes through the same door as an HTTP put.
 func TestHandlerWritesMeetTheDocumentRules(t *testing.T) {
+	t.Parallel()
 	env := sim.New(t, sim.Options{Dir: sim.WriteApp(t, map[string]string{"backend.js": badWriter})})
 	env.Put("work", "w1", map[string]any{"step": "start"})
 	env.RunUntil(func() bool { return env.Get("work", "w1")["step"] == "done" }, time.Minute)

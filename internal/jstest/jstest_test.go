@@ -33,6 +33,7 @@ func run(t *testing.T, files map[string]string, o jstest.Options) (*jstest.Repor
 const allowAll = `export default function () { return { channels: ["all"], grant: { public: ["all"] } } }`
 
 func TestAFailingAssertionNamesItsFileAndLine(t *testing.T) {
+	t.Parallel()
 	rep, res := run(t, map[string]string{
 		"access.js": allowAll,
 		"test/a.test.js": `test("passes", async (t) => {
@@ -62,6 +63,7 @@ test("fails", async (t) => {
 }
 
 func TestAnAppErrorShowsTheAppsFileAndLine(t *testing.T) {
+	t.Parallel()
 	_, res := run(t, map[string]string{
 		"access.js": `export default function (doc) {
   if (doc.kind === "bad") return doc.missing.field;
@@ -93,6 +95,7 @@ test("onChange throws", async (t) => {
 }
 
 func TestAHungTestIsStoppedByItsTimeout(t *testing.T) {
+	t.Parallel()
 	rep, res := run(t, map[string]string{
 		"access.js": allowAll,
 		"test/hang.test.js": `test("spins", () => { while (true) {} });
@@ -132,6 +135,7 @@ func ticksInGo(t *testing.T, d time.Duration) []float64 {
 // same virtual instants, and each retry at the moment its event is due,
 // not a millisecond before.
 func TestAdvanceFiresExactlyTheTicksAndRetriesDue(t *testing.T) {
+	t.Parallel()
 	_, res := run(t, map[string]string{
 		"access.js":  allowAll,
 		"backend.js": clockBackend,
@@ -182,6 +186,7 @@ async function logged(t, m) {
 }
 
 func TestStubFetchAnswersTheHandlersFetch(t *testing.T) {
+	t.Parallel()
 	_, res := run(t, map[string]string{
 		"access.js": allowAll,
 		"backend.js": `export const config = { fetch: { allow: ["api.example.com"] } };
@@ -219,6 +224,7 @@ test("not stubbed", async (t) => {
 }
 
 func TestActorsRolesAndFetchLane(t *testing.T) {
+	t.Parallel()
 	rep, _ := run(t, map[string]string{
 		"access.js": `export default function (doc, was, user, ctx) {
   if (!user) throw { forbidden: "sign in" };
@@ -260,6 +266,7 @@ test("an unawaited expectation still counts", async (t) => {
 }
 
 func TestRunFilterJSONAndCoverage(t *testing.T) {
+	t.Parallel()
 	files := map[string]string{
 		"access.js": `export default function (doc, was) {
   if (was && was.status === "done") throw { forbidden: "done is final" };
@@ -308,6 +315,7 @@ test("skipped", async (t) => { t.expect(1).toBe(2) });
 }
 
 func TestALoadErrorIsAFailedResult(t *testing.T) {
+	t.Parallel()
 	rep, _ := run(t, map[string]string{
 		"access.js":         allowAll,
 		"test/bad.test.js":  "test(\"x\", async (t) => {\n  t.expect(1).toBe(1)\n",

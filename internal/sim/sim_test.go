@@ -25,6 +25,7 @@ export async function onChange(event, ctx) {
 `
 
 func TestTimersFireAtTheirOwnVirtualTime(t *testing.T) {
+	t.Parallel()
 	env := sim.New(t, sim.Options{Dir: sim.WriteApp(t, map[string]string{"backend.js": sleeper})})
 	t0 := env.Now()
 	env.Put("work", "w1", map[string]any{"step": "start", "waits": []int{1000, 2500, 7000}})
@@ -59,6 +60,7 @@ export async function scheduled(event, ctx) {
 `
 
 func TestRunForStopsAtItsEndAndNeverJumpsATimer(t *testing.T) {
+	t.Parallel()
 	start := sim.DefaultStart.Add(500 * time.Millisecond)
 	env := sim.New(t, sim.Options{Start: start, Dir: sim.WriteApp(t, map[string]string{"backend.js": ticker})})
 	env.RunFor(10 * time.Second)
@@ -100,6 +102,7 @@ export async function onChange(event, ctx) {
 `
 
 func TestSettleWaitsForABurstAtOneInstant(t *testing.T) {
+	t.Parallel()
 	env := sim.New(t, sim.Options{Dir: sim.WriteApp(t, map[string]string{"backend.js": chain})})
 	t0 := env.Now()
 	const n = 20
@@ -136,6 +139,7 @@ export async function onChange(event, ctx) {
 `
 
 func TestSettleSeesAHandlerComputing(t *testing.T) {
+	t.Parallel()
 	env := sim.New(t, sim.Options{Dir: sim.WriteApp(t, map[string]string{"backend.js": cruncher})})
 	t0 := env.Now()
 	env.Put("in", "c1", map[string]any{"loops": 100000})
