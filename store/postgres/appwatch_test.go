@@ -65,6 +65,7 @@ func watchAll(st *Store) *heardLog {
 // told to B's and A's WatchApps, through NOTIFY or, when the notification
 // is lost, the poll; commits and other apps' changes are not.
 func TestAppChangesAcrossNodes(t *testing.T) {
+	t.Parallel()
 	a, b := twoNodes(t)
 	ctx := context.Background()
 	app := newApp(t, a, "jobs")
@@ -158,6 +159,7 @@ func grantWrite(app int64, id, base, rev string, deleted bool, grants ...store.G
 // the commit; a commit that leaves the grants in force as they were is
 // not. A lost notification is covered by the poll, in the same order.
 func TestGrantChangesAcrossNodes(t *testing.T) {
+	t.Parallel()
 	a, b := twoNodes(t)
 	ctx := context.Background()
 	app := newApp(t, a, "jobs")

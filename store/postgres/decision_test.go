@@ -16,6 +16,7 @@ import (
 // a role with NUL is the app's error (access_error), the same on both
 // stores, not a storage failure on PostgreSQL.
 func TestAccessDecisionsNoStoreHolds(t *testing.T) {
+	t.Parallel()
 	const accessJS = `const nul = String.fromCharCode(0);
 export function jobs(doc) {
   if (doc.c) return { channels: [doc.c + nul] };

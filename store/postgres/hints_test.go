@@ -15,6 +15,7 @@ import (
 // writes of one document in one batch); a refused write leaves no hint,
 // and a big document is not kept.
 func TestHeadHints(t *testing.T) {
+	t.Parallel()
 	st := openAt(t, freshDB(t))
 	defer st.Close()
 	ctx := context.Background()
@@ -89,6 +90,7 @@ func TestHeadHints(t *testing.T) {
 // TestHintsBounded: the hints never hold more than their bounds, and a
 // hint is replaced only by a later head.
 func TestHintsBounded(t *testing.T) {
+	t.Parallel()
 	var h hints
 	body := []byte(strings.Repeat("x", 4096))
 	for i := range 3 * maxHints {

@@ -63,6 +63,7 @@ func twoNodes(t *testing.T) (a, b *Store) {
 // TestWatchAcrossNodes: B's Watch hears of A's commits, through NOTIFY,
 // in order, and through the poll when a notification is lost.
 func TestWatchAcrossNodes(t *testing.T) {
+	t.Parallel()
 	a, b := twoNodes(t)
 	ctx := context.Background()
 	app := newApp(t, a, "jobs")
@@ -127,6 +128,7 @@ func TestWatchAcrossNodes(t *testing.T) {
 // other node; a late settlement of the old holder does not undo the new
 // holder's lease; Close hands back what a node still holds.
 func TestClaimsAcrossNodes(t *testing.T) {
+	t.Parallel()
 	a, b := twoNodes(t)
 	ctx := context.Background()
 	app := newApp(t, a, "jobs")
@@ -238,6 +240,7 @@ func TestClaimsAcrossNodes(t *testing.T) {
 
 // TestAcquireTickAcrossNodes: one tick per planned time, whoever asks.
 func TestAcquireTickAcrossNodes(t *testing.T) {
+	t.Parallel()
 	a, b := twoNodes(t)
 	app := newApp(t, a, "jobs")
 	tickContract(t, []store.Store{a, b}, []string{a.Node(), b.Node()}, app)
@@ -245,6 +248,7 @@ func TestAcquireTickAcrossNodes(t *testing.T) {
 
 // TestAcquireTickSQLite: the embedded store keeps the same contract.
 func TestAcquireTickSQLite(t *testing.T) {
+	t.Parallel()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

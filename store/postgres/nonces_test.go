@@ -9,6 +9,7 @@ import (
 // TestUseNonce: a token is fresh once until it expires, on any node, and
 // expired ones are swept away.
 func TestUseNonce(t *testing.T) {
+	t.Parallel()
 	url := freshDB(t)
 	ctx := context.Background()
 	a, b := openAt(t, url), openAt(t, url)

@@ -40,6 +40,7 @@ func openAt(t testing.TB, dbURL string) *Store {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	needPostgres(t)
 	storetest.Run(t, storetest.Harness{
 		Open: func(t *testing.T) func() store.Store {

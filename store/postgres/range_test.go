@@ -15,6 +15,7 @@ import (
 // incremental sort of ties on a long string's first characters), with
 // the generic plan a prepared statement ends up with.
 func TestRangeQueryUsesRangeIndex(t *testing.T) {
+	t.Parallel()
 	dbURL := freshDB(t)
 	st := openAt(t, dbURL)
 	defer func() { st.Close() }()

@@ -21,6 +21,7 @@ func ackQueue(st *Store) int {
 // returns once its event is gone; one whose caller gives up while it is
 // still queued is not written, and its event stays leased.
 func TestAcksShareTransactions(t *testing.T) {
+	t.Parallel()
 	st := openAt(t, freshDB(t))
 	defer st.Close()
 	ctx := context.Background()
@@ -88,6 +89,7 @@ func TestAcksShareTransactions(t *testing.T) {
 // TestAckAfterClose: an ack that comes after Close is refused with the
 // store's error, not sent to a closed pool.
 func TestAckAfterClose(t *testing.T) {
+	t.Parallel()
 	st := openAt(t, freshDB(t))
 	app := newApp(t, st, "jobs")
 	seq := putEvent(t, st, app, "a", t0)
@@ -101,6 +103,7 @@ func TestAckAfterClose(t *testing.T) {
 // locked) gives up after its timeout with an error, the event stays
 // leased, and the acks queued behind it still go through.
 func TestAckFlushTimesOut(t *testing.T) {
+	t.Parallel()
 	st := openAt(t, freshDB(t))
 	defer st.Close()
 	ctx := context.Background()

@@ -47,6 +47,7 @@ func settled(t *testing.T, st store.Store, app int64) {
 // times, leases, settlements, dead events and replays, the old revision,
 // ticks.
 func TestEvents(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, st store.Store) {
 		ctx := context.Background()
 		app := newApp(t, st, "jobs")
@@ -165,6 +166,7 @@ func TestEvents(t *testing.T) {
 // TestLogs: lines come back in order, free text that a text column cannot
 // hold is kept readable.
 func TestLogs(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, st store.Store) {
 		ctx := context.Background()
 		app := newApp(t, st, "jobs")
@@ -201,6 +203,7 @@ func TestLogs(t *testing.T) {
 // where jsonb would change it (key order, spacing, number forms, \u0000),
 // and field queries still find it.
 func TestBodiesExact(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, st store.Store) {
 		ctx := context.Background()
 		app := newApp(t, st, "jobs")
@@ -240,6 +243,7 @@ func TestBodiesExact(t *testing.T) {
 
 // TestTransitions: the same counts on both stores, values as JSON text.
 func TestTransitions(t *testing.T) {
+	t.Parallel()
 	// The comparison needs both stores: without PostgreSQL skip it whole.
 	needPostgres(t)
 	results := map[string][]string{}
@@ -305,6 +309,7 @@ func TestTransitions(t *testing.T) {
 // equality and reads it in id order (no sort), with the generic plan a
 // prepared statement ends up with, and the index survives a reopen.
 func TestQueryUsesFieldIndex(t *testing.T) {
+	t.Parallel()
 	dbURL := freshDB(t)
 	st := openAt(t, dbURL)
 	defer func() { st.Close() }()
@@ -385,6 +390,7 @@ func commitMany(t *testing.T, st *Store, app int64, n int, body func(i int) stri
 // TestMigrationsConcurrent: nodes starting at once on an empty database
 // apply each migration once; a database newer than the code is refused.
 func TestMigrationsConcurrent(t *testing.T) {
+	t.Parallel()
 	dbURL := freshDB(t)
 	var wg sync.WaitGroup
 	stores := make([]*Store, 4)
@@ -427,6 +433,7 @@ func TestMigrationsConcurrent(t *testing.T) {
 
 // TestCommitAfterClose fails cleanly.
 func TestCommitAfterClose(t *testing.T) {
+	t.Parallel()
 	st := openAt(t, freshDB(t))
 	app := newApp(t, st, "jobs")
 	if err := st.Close(); err != nil {
@@ -441,6 +448,7 @@ func TestCommitAfterClose(t *testing.T) {
 }
 
 func TestJSONBText(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		`{"a":"b"}`:                   `{"a":"b"}`,
 		`{"a":"\u0000"}`:              `{"a":"\ufffd"}`,
@@ -462,6 +470,7 @@ func TestJSONBText(t *testing.T) {
 // or their lease ran out, and passes over those still leased, the same
 // on both stores.
 func TestClaimOrder(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, st store.Store) {
 		ctx := context.Background()
 		app := newApp(t, st, "jobs")
@@ -491,6 +500,7 @@ func TestClaimOrder(t *testing.T) {
 // runs with, and touches no other row than those it picks: no scan of
 // the app's events or of its ledger.
 func TestClaimPlanUsesIndexes(t *testing.T) {
+	t.Parallel()
 	st := openAt(t, freshDB(t))
 	defer st.Close()
 	ctx := context.Background()
@@ -523,6 +533,7 @@ func TestClaimPlanUsesIndexes(t *testing.T) {
 // limit from the events after them: a short claim means nothing else was
 // free, even behind another node's claim of 100.
 func TestClaimPassesOverHeldEvents(t *testing.T) {
+	t.Parallel()
 	st := openAt(t, freshDB(t))
 	defer st.Close()
 	ctx := context.Background()
@@ -551,6 +562,7 @@ func TestClaimPassesOverHeldEvents(t *testing.T) {
 // TestExclusiveClaimLargeAppID: the claim lock's key folds any int8 app id
 // into the lock's int4 space; an app id past 2^31 claims like any other.
 func TestExclusiveClaimLargeAppID(t *testing.T) {
+	t.Parallel()
 	st := openAt(t, freshDB(t))
 	defer st.Close()
 	for _, id := range []int64{1<<31 + 5, 1<<62 + 7} {

@@ -14,6 +14,7 @@ import (
 // answers transitions for every field, and the count in Go that does it
 // agrees with the SQL one on a clean ledger.
 func TestTransitionsOverValuesJSONRefuses(t *testing.T) {
+	t.Parallel()
 	st := openAt(t, freshDB(t))
 	defer st.Close()
 	ctx := context.Background()

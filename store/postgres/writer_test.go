@@ -141,6 +141,7 @@ func doc(app int64, id, base, rev, body string) *store.Write {
 // ones take consecutive seqs in queue order, and grants, events and the
 // announcement come out as if they had committed one by one.
 func TestGroupCommitBatch(t *testing.T) {
+	t.Parallel()
 	st := openAt(t, freshDB(t))
 	defer st.Close()
 	ctx := context.Background()
@@ -270,6 +271,7 @@ func TestGroupCommitBatch(t *testing.T) {
 // TestGroupCommitBadWrite: a write the database refuses fails alone; the
 // others of its batch commit, with gap-free seqs.
 func TestGroupCommitBadWrite(t *testing.T) {
+	t.Parallel()
 	st := openAt(t, freshDB(t))
 	defer st.Close()
 	ctx := context.Background()
@@ -302,6 +304,7 @@ func TestGroupCommitBadWrite(t *testing.T) {
 // connection ends idle as after a commit: its writes are tried alone and
 // only the refused one fails.
 func TestGroupCommitRefusedAtCommit(t *testing.T) {
+	t.Parallel()
 	st := openAt(t, freshDB(t))
 	defer st.Close()
 	ctx := context.Background()
@@ -339,6 +342,7 @@ func TestGroupCommitRefusedAtCommit(t *testing.T) {
 // TestGroupCommitCancelQueued: a caller that gives up while its write is
 // still queued gets its context's error, and the write is never made.
 func TestGroupCommitCancelQueued(t *testing.T) {
+	t.Parallel()
 	st := openAt(t, freshDB(t))
 	defer st.Close()
 	ctx := context.Background()
@@ -367,6 +371,7 @@ func TestGroupCommitCancelQueued(t *testing.T) {
 // at once. Both found no head; the second to take the app's row finds
 // the first's head, so exactly one wins and the other gets ErrHeadMoved.
 func TestGroupCommitNewDocRace(t *testing.T) {
+	t.Parallel()
 	a, b := twoNodes(t)
 	ctx := context.Background()
 	app := newApp(t, a, "jobs")
@@ -398,6 +403,7 @@ func TestGroupCommitNewDocRace(t *testing.T) {
 // grants. Seqs are 1..N with no gap, each document's history is one
 // unbroken chain, and grant_counts matches the grants of the live heads.
 func TestGroupCommitAcrossNodes(t *testing.T) {
+	t.Parallel()
 	a, b := twoNodes(t)
 	ctx := context.Background()
 	app := newApp(t, a, "jobs")
@@ -535,6 +541,7 @@ func TestGroupCommitAcrossNodes(t *testing.T) {
 // its net change, and reports a change of the grants in force only when
 // a count leaves or reaches zero.
 func TestGrantCountsNetPerBatch(t *testing.T) {
+	t.Parallel()
 	st := openAt(t, freshDB(t))
 	defer st.Close()
 	ctx := context.Background()
@@ -627,6 +634,7 @@ func checkGrantRows(t *testing.T, st *Store, app int64) {
 // batch that fails is retried write by write. The counts always match
 // the rows, and the grants in force are those of the live heads.
 func TestGrantsThroughOneBatch(t *testing.T) {
+	t.Parallel()
 	st := openAt(t, freshDB(t))
 	defer st.Close()
 	ctx := context.Background()
@@ -736,6 +744,7 @@ func checkKeyPlans(t *testing.T, st *Store, when, settings string, cases []planC
 // a scan of the app's documents, grants or events would make every commit
 // or ack cost the size of the app.
 func TestCommitPlansUseKeys(t *testing.T) {
+	t.Parallel()
 	st := openAt(t, freshDB(t))
 	defer st.Close()
 	ctx := context.Background()

@@ -13,6 +13,7 @@ import (
 // modes: NextEventDue names the earliest event that is neither held nor
 // dead, whether the answer comes from the cursor or from a full scan.
 func TestNextEventDue(t *testing.T) {
+	t.Parallel()
 	st := open(t, t.TempDir())
 	app := newApp(t, st)
 	ctx := context.Background()
@@ -76,6 +77,7 @@ func TestNextEventDue(t *testing.T) {
 // claim takes, the full scan stops at its limit below events that are
 // still leased; the claims after it must not hand those out again.
 func TestClaimAfterManyRetries(t *testing.T) {
+	t.Parallel()
 	st := open(t, t.TempDir())
 	app := newApp(t, st)
 	ctx := context.Background()

@@ -68,6 +68,7 @@ func withGrants(w *store.Write, gs ...store.Grant) *store.Write {
 // count once, netted over its writes, and reports a change of the grants
 // in force only when a count leaves or reaches zero.
 func TestGrantCountsNetPerTransaction(t *testing.T) {
+	t.Parallel()
 	st := open(t, t.TempDir())
 	app := newApp(t, st)
 	crew := store.Grant{Kind: "role", Principal: "crew", Channel: "c"}
@@ -157,6 +158,7 @@ func checkGrantRows(t *testing.T, st *Store, app int64) {
 // always match the rows, and the grants in force are those of the live
 // heads.
 func TestGrantsThroughOneTransaction(t *testing.T) {
+	t.Parallel()
 	st := open(t, t.TempDir())
 	app := newApp(t, st)
 	first, ws, refused, appear, roles := storetest.GrantRewrites(app, "d", time.Now())

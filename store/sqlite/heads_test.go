@@ -15,6 +15,7 @@ import (
 // TestHeadsServeCommittedWrites: a head the writer committed is read from
 // memory, with its grants, and the next write to it checks against that.
 func TestHeadsServeCommittedWrites(t *testing.T) {
+	t.Parallel()
 	st := open(t, t.TempDir())
 	app := newApp(t, st)
 	ctx := context.Background()
@@ -56,6 +57,7 @@ func TestHeadsServeCommittedWrites(t *testing.T) {
 // TestHeadsBounded: the cache keeps the newest heads up to its bound and
 // leaves big documents to the database.
 func TestHeadsBounded(t *testing.T) {
+	t.Parallel()
 	var h heads
 	var hs []*head
 	for i := range headsMax + 10 {

@@ -12,6 +12,7 @@ import (
 // expression index as the equality query, in (value, id) order, with no
 // sort and no scan of the table, from its start and from a page's end.
 func TestRangeQueryUsesFieldIndex(t *testing.T) {
+	t.Parallel()
 	st := open(t, t.TempDir())
 	app := newApp(t, st)
 	var ws []*store.Write

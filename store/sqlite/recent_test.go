@@ -14,6 +14,7 @@ import (
 // revision; after a reopen, when the writer no longer has the old body,
 // the claim reads it from the database.
 func TestRecentEventsMatchDatabase(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	st := open(t, dir)
 	app := newApp(t, st)
@@ -114,6 +115,7 @@ func sameEvents(a, b []store.Event) bool {
 // apps; the biggest backlog sheds its oldest, and a claim among those
 // goes back to the database.
 func TestRecentEventsBounded(t *testing.T) {
+	t.Parallel()
 	var r recentEvents
 	small := []recentEvent{{ev: store.Event{AppID: 2, Seq: 1}}, {ev: store.Event{AppID: 2, Seq: 2}}}
 	r.add(small)

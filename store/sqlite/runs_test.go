@@ -96,6 +96,7 @@ func wantInterrupted(t *testing.T, evs []store.Event, want map[int64]int) {
 // but before the writer wrote the outcomes: a run given back does not
 // count (its void is in the runs file), an ack that was lost does.
 func TestRunsOutcomesNotWritten(t *testing.T) {
+	t.Parallel()
 	e, ss := newRunsEnv(t, 3)
 	e.claim(e.st, 3)
 	e.start(ss[0], ss[1])
@@ -113,6 +114,7 @@ func TestRunsOutcomesNotWritten(t *testing.T) {
 // TestRunsFileRewrite: past its size limit the runs file is rewritten
 // with the runs in flight only, which still count after a crash.
 func TestRunsFileRewrite(t *testing.T) {
+	t.Parallel()
 	defer func(n int64) { runsMax = n }(runsMax)
 	runsMax = 4 * runLen
 	e, ss := newRunsEnv(t, 2)
@@ -132,6 +134,7 @@ func TestRunsFileRewrite(t *testing.T) {
 // TestRunsReplayStartsOver: a dead event replayed has no run that
 // counts, though the runs file still holds its start.
 func TestRunsReplayStartsOver(t *testing.T) {
+	t.Parallel()
 	e, ss := newRunsEnv(t, 2)
 	e.claim(e.st, 2)
 	e.start(ss[0], ss[1]) // ss[1] keeps the runs file from starting over
@@ -149,6 +152,7 @@ func TestRunsReplayStartsOver(t *testing.T) {
 // TestRunsTornTail: a runs file cut short or garbled at its end (the
 // machine died mid-write) is read up to the damage.
 func TestRunsTornTail(t *testing.T) {
+	t.Parallel()
 	e, ss := newRunsEnv(t, 2)
 	e.claim(e.st, 2)
 	e.start(ss[0])

@@ -20,6 +20,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, storetest.Harness{
 		Open: func(t *testing.T) func() store.Store {
 			dir := t.TempDir()
@@ -171,6 +172,7 @@ func queryPlan(t *testing.T, st *Store, rec *recordingConnector, q store.Query) 
 // field's expression index, by equality then id order, before and after a
 // reopen, so its cost does not grow with the database.
 func TestQueryUsesFieldIndex(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	st := open(t, dir)
 	app := newApp(t, st)
@@ -317,6 +319,7 @@ func commitAsync(st *Store, w *store.Write) <-chan result {
 // TestGroupCommit checks that commits queued while the writer is busy
 // share one transaction.
 func TestGroupCommit(t *testing.T) {
+	t.Parallel()
 	st := open(t, t.TempDir())
 	app := newApp(t, st)
 	release, commits := holdWriter(t, st)
@@ -350,6 +353,7 @@ func TestGroupCommit(t *testing.T) {
 // TestBatchFailureIsolated: a write that fails inside a group commit fails
 // alone; its neighbours commit with contiguous sequence numbers.
 func TestBatchFailureIsolated(t *testing.T) {
+	t.Parallel()
 	st := open(t, t.TempDir())
 	app := newApp(t, st)
 	release, _ := holdWriter(t, st)
@@ -404,6 +408,7 @@ func TestBatchFailureIsolated(t *testing.T) {
 // flight: each commit either succeeds, and is there after a reopen, or
 // fails; none hangs.
 func TestCloseKeepsAcknowledgedWrites(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	st, err := Open(dir)
 	if err != nil {
