@@ -85,6 +85,8 @@ const healthyBackend = `export async function onChange(ev, ctx) {
 // TestHostileApps -v); the issue asks for at most 3 times as slow beside
 // them. Speed is measured, not asserted.
 func TestHostileApps(t *testing.T) {
+	// Beside the other end-to-end tests: the baselines follow the load.
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("the hostile suite runs a server under attack for a minute")
 	}
