@@ -413,14 +413,16 @@ func readLedger(ctx context.Context, e *engine.Engine, owner engine.Actor, app s
 	}
 }
 
-// progress prints a line a second while the run lasts.
+// progress prints a line a second while the run lasts. stop returns once
+// the last line is written: the caller writes to w next.
 func progress(w io.Writer, n int, put, done *atomic.Int64) (stop func()) {
 	if w == nil {
 		return func() {}
 	}
-	quit := make(chan struct{})
+	quit, exited := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	go func() {
+		defer close(exited)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
@@ -432,5 +434,8 @@ func progress(w io.Writer, n int, put, done *atomic.Int64) (stop func()) {
 			}
 		}
 	}()
-	return func() { once.Do(func() { close(quit) }) }
+	return func() {
+		once.Do(func() { close(quit) })
+		<-exited
+	}
 }
