@@ -66,6 +66,11 @@ func (en *feedEnv) app(ref string, public bool) {
 	if _, err := en.e.CreateApp(en.ctx, feedAdmin, ref, public); err != nil {
 		en.t.Fatal(err)
 	}
+	// The access deadline is a CPU budget, not the subject here: -race
+	// beside parallel tests can make one small call take past 100ms.
+	if err := en.e.SetAccessTimeout(en.ctx, feedAdmin, ref, 10*time.Second); err != nil {
+		en.t.Fatal(err)
+	}
 }
 
 func (en *feedEnv) put(a engine.Actor, app, db, id, body string) appcode.WriteResult {

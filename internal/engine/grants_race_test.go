@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/appcode"
@@ -34,6 +35,10 @@ func TestRevokedGrantIsGoneWhenTheCommitIsAnnounced(t *testing.T) {
 		}
 	}
 	if _, err := e.CreateApp(ctx, admin, "alice/app", false); err != nil {
+		t.Fatal(err)
+	}
+	// A CPU budget, not the subject: -race beside parallel tests is slow.
+	if err := e.SetAccessTimeout(ctx, admin, "alice/app", 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	const code = `export default function (doc) {
