@@ -1,0 +1,112 @@
+package placement
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/handoff-run/handoff/internal/pgtest"
+	"github.com/handoff-run/handoff/store"
+	"github.com/handoff-run/handoff/store/postgres"
+	"github.com/handoff-run/handoff/store/storetest"
+)
+
+// slots bounds the pairs of test databases in use at once (the
+// conformance suite runs in parallel), so their connections fit
+// PostgreSQL's max_connections.
+var slots = make(chan struct{}, 3)
+
+// freshPair creates two empty databases for one test.
+func freshPair(t testing.TB) []string {
+	t.Helper()
+	pgtest.Need(t)
+	slots <- struct{}{}
+	t.Cleanup(func() { <-slots })
+	return []string{pgtest.Fresh(t, 6), pgtest.Fresh(t, 6)}
+}
+
+func openRouter(t testing.TB, urls []string) *Router {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := Open(ctx, urls)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return r
+}
+
+// TestConformance runs the store suite on a router over two databases:
+// its apps land on both.
+func TestConformance(t *testing.T) {
+	pgtest.Need(t)
+	storetest.Run(t, storetest.Harness{
+		Open: func(t *testing.T) func() store.Store {
+			urls := freshPair(t)
+			return func() store.Store { return openRouter(t, urls) }
+		},
+	})
+}
+
+// TestNewAppsSpread: new apps go to the database with the fewest, and
+// their data lives only there.
+func TestNewAppsSpread(t *testing.T) {
+	r := openRouter(t, freshPair(t))
+	defer r.Close()
+	ctx := context.Background()
+	if err := r.CreateUser(ctx, store.User{Name: "alice", Created: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		a, err := r.CreateApp(ctx, store.App{Owner: "alice", Name: name, Created: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Commit(ctx, &store.Write{AppID: a.ID, DB: "jobs", ID: "j1", Rev: "1-a",
+			Body: []byte(`{"status":"pending"}`), Path: "http", Time: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	placed, err := r.Placed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(placed[0]) != 2 || len(placed[1]) != 2 {
+		t.Fatalf("placed = %v, want two apps in each database", placed)
+	}
+	for db, apps := range placed {
+		for _, app := range apps {
+			for other, st := range r.dbs {
+				d, err := st.Get(ctx, app, "jobs", "j1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if (d != nil) != (other == db) {
+					t.Errorf("app %d placed in %d: its document in database %d = %v", app, db, other, d)
+				}
+			}
+		}
+	}
+	if apps, err := r.Apps(ctx); err != nil || len(apps) != 4 {
+		t.Fatalf("Apps = %v, %v; want the four, from home", apps, err)
+	}
+}
+
+// TestTablesClassified: every table keyed by app is either the app's data
+// (moved with it) or its identity (kept home), so a table added to the
+// schema is not forgotten by moves.
+func TestTablesClassified(t *testing.T) {
+	r := openRouter(t, freshPair(t))
+	defer r.Close()
+	tables, err := r.dbs[0].AppTables(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables {
+		if !slices.Contains(postgres.DataTables, tb) && !slices.Contains(postgres.IdentityTables, tb) &&
+			tb != "placement_fence" && tb != "placements" {
+			t.Errorf("table %s has an app_id but is in neither postgres.DataTables nor postgres.IdentityTables: add it to one", tb)
+		}
+	}
+}
