@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -55,6 +56,10 @@ type Router struct {
 	mu     sync.RWMutex
 	places map[int64]place
 	gen    uint64 // moves on every forget, so a lookup racing one is not cached
+
+	// refused counts the writes a database refused because their app
+	// moved, each then tried again.
+	refused atomic.Int64
 }
 
 var (
@@ -208,6 +213,7 @@ func write[T any](ctx context.Context, r *Router, app int64, fn func(*postgres.S
 		if !postgres.Fenced(err) {
 			return v, err
 		}
+		r.refused.Add(1)
 		r.forget(app)
 		if time.Now().After(deadline) {
 			return v, errs.New(errs.Unavailable, "app is moving to another database; retry in a moment")

@@ -191,6 +191,11 @@ func (s *Store) CopyAppTo(ctx context.Context, dst *Store, a store.App) error {
 		if err := adopt(ctx, tx, a); err != nil {
 			return err
 		}
+		// Lifted for this transaction's own copy first; the others see
+		// it lifted when the copy commits.
+		if _, err := tx.Exec(ctx, `DELETE FROM placement_fence WHERE app_id = $1`, a.ID); err != nil {
+			return err
+		}
 		if err := deleteData(ctx, tx, a.ID); err != nil {
 			return err
 		}
@@ -202,9 +207,6 @@ func (s *Store) CopyAppTo(ctx context.Context, dst *Store, a store.App) error {
 		var conf int64
 		if err := tx.QueryRow(ctx, `UPDATE apps SET seq = $2, grants_seq = $3, conf = conf + 1 WHERE id = $1 RETURNING conf`,
 			a.ID, seq, grantsSeq).Scan(&conf); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM placement_fence WHERE app_id = $1`, a.ID); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `SELECT pg_notify('`+notifyChannel+`', 'c:' || $1::text || ':' || $2::text)`,
