@@ -173,3 +173,19 @@ func (c *Client) Invite(ctx context.Context, app string) (string, error) {
 	err = c.do(ctx, http.MethodPost, p+"/invites", nil, nil, &out)
 	return out.Code, err
 }
+
+// MoveApp moves app to database to, on a server that spreads apps over
+// several, and returns the database it was in.
+func (c *Client) MoveApp(ctx context.Context, app string, to int) (from int, err error) {
+	p, err := appPath(app)
+	if err != nil {
+		return -1, err
+	}
+	var out struct {
+		From int `json:"from"`
+	}
+	if err := c.do(ctx, http.MethodPost, p+"/move", nil, map[string]any{"to": to}, &out); err != nil {
+		return -1, err
+	}
+	return out.From, nil
+}

@@ -40,7 +40,36 @@ func (c *cli) appCmd() *cobra.Command {
 	}
 
 	return group("app", "Manage apps, their members and their code versions", create, list, c.memberCmd(),
-		c.versionsCmd(), c.rollbackCmd(), c.setCmd(), c.inviteCmd())
+		c.versionsCmd(), c.rollbackCmd(), c.setCmd(), c.inviteCmd(), c.moveCmd())
+}
+
+func (c *cli) moveCmd() *cobra.Command {
+	to := -1
+	cmd := &cobra.Command{
+		Use:   "move OWNER/NAME --to N",
+		Short: "Move an app to another of the server's PostgreSQL databases (its writes pause meanwhile)",
+		Long: `Move an app to database N of a server started with several --postgres
+URLs, numbered from 0 in their order. The app's writes wait while it is
+copied (and are refused as unavailable, to retry, if that takes more than
+a few seconds); reads go on. A move cut short is finished by running it
+again, or undone by moving the app to the database it is in.`,
+		Args: exactArgs(1, "OWNER/NAME"),
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			if err := checkAppRef(args[0]); err != nil {
+				return err
+			}
+			if to < 0 {
+				return usageError{"pass --to N, the number of the database to move the app to (0 for the first --postgres URL)"}
+			}
+			from, err := c.client().MoveApp(cmd.Context(), args[0], to)
+			if err != nil {
+				return err
+			}
+			return c.printJSON(map[string]any{"ok": true, "app": args[0], "from": from, "to": to})
+		}),
+	}
+	cmd.Flags().IntVar(&to, "to", -1, "the database to move the app to, numbered from 0 in the order of the server's --postgres URLs")
+	return cmd
 }
 
 func (c *cli) memberCmd() *cobra.Command {

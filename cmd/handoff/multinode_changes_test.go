@@ -22,11 +22,22 @@ import (
 // deadline far above the milliseconds they take.
 func TestNodesAgreeOnEveryChange(t *testing.T) {
 	t.Parallel() // its own servers and database
-	pg := freshPostgres(t, 8)
+	nodesAgree(t, []string{"--postgres", freshPostgres(t, 8)}, false)
+}
+
+// TestNodesAgreeOnEveryChangeTwoDatabases is the same on two databases:
+// the app is placed in the second, and node A moves it to the first
+// midway, so node B must follow it there.
+func TestNodesAgreeOnEveryChangeTwoDatabases(t *testing.T) {
+	t.Parallel() // its own servers and databases
+	nodesAgree(t, []string{"--postgres", freshPostgres(t, 8), "--postgres", freshPostgres(t, 8)}, true)
+}
+
+func nodesAgree(t *testing.T, pgArgs []string, move bool) {
 	env := "HANDOFF_ADMIN_TOKEN=two-nodes-admin-token-0123456789"
 	const adminTok = "two-nodes-admin-token-0123456789"
-	a := startServerArgs(t, t.TempDir(), []string{"--postgres", pg}, env)
-	b := startServerArgs(t, t.TempDir(), []string{"--postgres", pg}, env)
+	a := startServerArgs(t, t.TempDir(), pgArgs, env)
+	b := startServerArgs(t, t.TempDir(), pgArgs, env)
 	ctx := context.Background()
 	adminA, adminB := client.New(a.url, adminTok), client.New(b.url, adminTok)
 	alice, err := adminA.AddUser(ctx, "alice")
@@ -40,6 +51,11 @@ func TestNodesAgreeOnEveryChange(t *testing.T) {
 	const app = "alice/crew"
 	aliceA, aliceB := client.New(a.url, alice.Token), client.New(b.url, alice.Token)
 	bobB := client.New(b.url, bob.Token)
+	if move { // the first app goes to the first database, the next to the second
+		if _, err := aliceA.CreateApp(ctx, "alice/first", false); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := aliceA.CreateApp(ctx, app, false); err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +112,12 @@ func TestNodesAgreeOnEveryChange(t *testing.T) {
 		_, err := aliceB.Put(ctx, app, "docs", "probe2", json.RawMessage(`{}`), client.PutOptions{})
 		return wantCode(err, errs.Forbidden)
 	})
+
+	if move {
+		if from, err := aliceA.MoveApp(ctx, app, 0); err != nil || from != 1 {
+			t.Fatalf("moving %s to database 0 = from %d, %v; want from 1", app, from, err)
+		}
+	}
 
 	// A member, then a grant: bob reads the app, then a document.
 	if _, err := aliceA.Put(ctx, app, "docs", "secret", json.RawMessage(`{"ok":true,"channels":["crew"]}`), client.PutOptions{}); err != nil {

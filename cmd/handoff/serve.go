@@ -40,7 +40,7 @@ const (
 type serveOptions struct {
 	data     string
 	addr     string
-	postgres string
+	postgres []string
 	apps     []string
 	vibes    []string // --vibe, the alias of --app
 	mounts   []mount
@@ -68,16 +68,22 @@ start. The lock ends with the process, so a crash never blocks a restart.
 With --postgres URL (else $HANDOFF_POSTGRES), the store is that PostgreSQL
 database instead, which several servers may share, and so may they their
 data directory: it then holds only ` + adminTokenFile + ` and ` + serverKeyFile + `.
+With several --postgres URLs, apps are spread over those databases: the
+first holds users, tokens and apps, and each app's data lives in one of
+them (docs/scaling.md); every node must be given the same URLs in the
+same order.
 
 SIGINT or SIGTERM stops the server gracefully: it stops accepting
 connections and lets requests in flight finish.`,
 		Args: noArgs,
 		RunE: action(func(cmd *cobra.Command, args []string) error {
-			if o.postgres == "" {
-				o.postgres = c.getenv("HANDOFF_POSTGRES")
+			if env := c.getenv("HANDOFF_POSTGRES"); len(o.postgres) == 0 && env != "" {
+				o.postgres = []string{env}
 			}
-			if err := postgres.CheckURL(o.postgres); o.postgres != "" && err != nil {
-				return usageError{"--postgres (or HANDOFF_POSTGRES) must be a postgres://USER:PASSWORD@HOST:PORT/DB URL: " + err.Error()}
+			for _, u := range o.postgres {
+				if err := postgres.CheckURL(u); err != nil {
+					return usageError{"--postgres (or HANDOFF_POSTGRES) must be a postgres://USER:PASSWORD@HOST:PORT/DB URL: " + err.Error()}
+				}
 			}
 			for _, a := range append(o.apps, o.vibes...) {
 				m, err := parseMount(a)
@@ -98,7 +104,7 @@ connections and lets requests in flight finish.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.data, "data", "", "data directory (default $HANDOFF_DATA, else ./"+defaultDataDir+")")
 	fl.StringVar(&o.addr, "addr", defaultAddr, "address to listen on, HOST:PORT (port 0 picks a free one)")
-	fl.StringVar(&o.postgres, "postgres", "", "PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DB, to use instead of the embedded store (default $HANDOFF_POSTGRES)")
+	fl.StringArrayVar(&o.postgres, "postgres", nil, "PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DB, to use instead of the embedded store (default $HANDOFF_POSTGRES); repeat it to spread apps over several databases")
 	fl.StringArrayVar(&o.apps, "app", nil, "owner/name=DIR: serve the app's code from DIR and redeploy it on every edit (repeatable)")
 	fl.StringArrayVar(&o.vibes, "vibe", nil, "alias of --app")
 	fl.StringVar(&o.siteDomain, "site-domain", "", "serve each app's site at https://NAME--OWNER.DOMAIN/ and expect the API at https://DOMAIN, behind a proxy that ends TLS (sites are always at http://NAME--OWNER.localhost:PORT/ too)")
@@ -121,7 +127,7 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	if err := os.MkdirAll(o.data, 0o700); err != nil {
 		return errs.New(errs.Invalid, "cannot create the data directory %s: %v", o.data, err)
 	}
-	if o.postgres == "" {
+	if len(o.postgres) == 0 {
 		// A second server on the same embedded store would not see the
 		// first one's writes in its feeds and caches. PostgreSQL nodes may
 		// share a data directory: it holds only their key and tokens.
@@ -132,11 +138,11 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 		defer release() // after the store is closed
 	}
 	var st store.Store
+	var mover server.Mover
 	where := o.data
-	if o.postgres != "" {
-		where = postgres.Redact(o.postgres)
-		if st, err = postgres.Open(ctx, o.postgres); err != nil {
-			return errs.New(errs.Unavailable, "cannot open the PostgreSQL store: %v", err)
+	if len(o.postgres) > 0 {
+		if st, mover, where, err = openPostgres(ctx, o.postgres); err != nil {
+			return err
 		}
 	} else if st, err = sqlite.Open(o.data); err != nil {
 		return errs.New(errs.Internal, "cannot open the store in %s: %v", o.data, err)
@@ -191,7 +197,7 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	defer endStreams()
 	hs := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return streams },
-		Handler:           server.New(eng, server.Options{Logger: log, SiteDomain: o.siteDomain}),
+		Handler:           server.New(eng, server.Options{Logger: log, SiteDomain: o.siteDomain, Mover: mover}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

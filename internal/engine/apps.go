@@ -209,3 +209,17 @@ func validMember(user, appRef string) error {
 	}
 	return nil
 }
+
+// AdminApp is the app appRef names, when a may manage it (its owner or
+// the admin): for operations on the app outside the engine, such as
+// moving it to another database.
+func (e *Engine) AdminApp(ctx context.Context, a Actor, appRef string) (store.App, error) {
+	app, err := e.appAs(ctx, a, appRef)
+	if err != nil {
+		return store.App{}, err
+	}
+	if err := e.mayAdmin(a, app); err != nil {
+		return store.App{}, err
+	}
+	return app.App, nil
+}

@@ -107,6 +107,11 @@ func Open(ctx context.Context, urls []string) (*Router, error) {
 	if r.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return fail(err)
 	}
+	if n, err := spread(ctx, r.pool); err != nil {
+		return fail(err)
+	} else if n > len(urls) {
+		return fail(fmt.Errorf("the apps of %s are spread over %d databases, and %d were given: pass every --postgres URL, in the same order as the other nodes", postgres.Redact(urls[0]), n, len(urls)))
+	}
 	if _, err := r.pool.Exec(ctx, schema); err != nil {
 		return fail(fmt.Errorf("create the placements table in %s: %w", postgres.Redact(urls[0]), err))
 	}
@@ -315,4 +320,30 @@ func (r *Router) Placed(ctx context.Context) ([][]int64, error) {
 		}
 	}
 	return out, rows.Err()
+}
+
+// Spread is how many databases the apps of the database at url are
+// spread over, by its placements table: 1 without one. A node given
+// fewer URLs would not find some apps.
+func Spread(ctx context.Context, url string) (int, error) {
+	cfg, err := pgxpool.ParseConfig(url) // it knows the pool's settings in the URL
+	if err != nil {
+		return 0, err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return 0, fmt.Errorf("connect to %s: %w", postgres.Redact(url), err)
+	}
+	defer conn.Close(ctx)
+	return spread(ctx, conn)
+}
+
+func spread(ctx context.Context, q querier) (int, error) {
+	var exists bool
+	if err := q.QueryRow(ctx, `SELECT to_regclass('placements') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+		return 1, err
+	}
+	var n int
+	err := q.QueryRow(ctx, `SELECT 1 + coalesce(max(greatest(db, coalesce(moving_to, 0), coalesce(moved_from, 0))), 0) FROM placements`).Scan(&n)
+	return n, err
 }

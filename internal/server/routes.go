@@ -32,6 +32,7 @@ func (s *Server) routes() {
 	s.api("GET /v1/apps/{owner}/{app}/code", s.codeVersions)
 	s.api("POST /v1/apps/{owner}/{app}/code/{version}/activate", s.activate)
 	s.api("PUT /v1/apps/{owner}/{app}/settings", s.settings)
+	s.api("POST /v1/apps/{owner}/{app}/move", s.moveApp)
 	s.api("GET /v1/apps/{owner}/{app}/logs", s.logs)
 	s.api("GET /v1/apps/{owner}/{app}/events", s.events)
 	s.api("POST /v1/apps/{owner}/{app}/events/{seq}/replay", s.replay)

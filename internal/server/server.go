@@ -43,6 +43,8 @@ type Options struct {
 	// served at http://<name>--<owner>.localhost:<port>/, which is the
 	// only address without it.
 	SiteDomain string
+	// Mover moves apps between databases; nil on a server with one.
+	Mover Mover
 }
 
 // Default body deadlines (Options).
@@ -69,6 +71,7 @@ type Server struct {
 	visitorFails failLimiter
 	// siteDomain is Options.SiteDomain, lowercase, without dots around.
 	siteDomain string
+	mover      Mover
 
 	// patterns is every registered pattern: the metrics label requests
 	// only with one of these, so the label set stays fixed. methods lists
@@ -103,6 +106,7 @@ func New(e *engine.Engine, o Options) *Server {
 	s.bodyTimeout = cmp.Or(o.BodyTimeout, defaultBodyTimeout)
 	s.authBodyTimeout = cmp.Or(o.AuthBodyTimeout, defaultAuthBodyTimeout)
 	s.siteDomain = strings.Trim(strings.ToLower(o.SiteDomain), ".")
+	s.mover = o.Mover
 	s.routes()
 	return s
 }
