@@ -22,7 +22,7 @@ func (c *cli) benchCmd() *cobra.Command {
 func (c *cli) benchJobsCmd() *cobra.Command {
 	var f benchJobsFlags
 	cmd := &cobra.Command{
-		Use:   "jobs [--jobs N] [--rate R] [--concurrency C] [--apps N] [--light] [--postgres URL] [--handlers js|go]",
+		Use:   "jobs [--jobs N] [--rate R] [--concurrency C] [--apps N] [--light] [--postgres URL [--databases N]] [--handlers js|go]",
 		Short: "Run the job pattern of examples/jobs in process and time it",
 		Long: `Run the job pattern in this process, on a fresh embedded store in a
 temporary directory (durable: every write is fsynced before it returns),
@@ -62,6 +62,7 @@ difference is what JavaScript adds to a job.`,
 	fl.BoolVar(&f.light, "light", false, "light load for the latency numbers: 200 jobs at 100 jobs/s, 4 clients (unless set)")
 	fl.StringVar(&f.o.PostgresDB, "postgres-db", "", "with --postgres: run in this existing database, left in place after, instead of a fresh one (it must hold no bench run)")
 	fl.StringVar(&f.o.Postgres, "postgres", "", "PostgreSQL server URL, postgres://USER:PASSWORD@HOST:PORT/DB: run on a fresh database created there (default $HANDOFF_POSTGRES)")
+	fl.IntVar(&f.o.Databases, "databases", 1, "with --postgres: spread the apps over this many fresh databases on that server, as serve with as many --postgres URLs does")
 	fl.StringVar(&f.o.Handlers, "handlers", bench.HandlersJS, "js: examples/jobs' access.js and backend.js; go: the same table and handlers in Go, to measure the engine and store without JavaScript")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	fl.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the run to this file (go tool pprof -sample_index=alloc_space)")
@@ -99,6 +100,9 @@ func (c *cli) benchJobs(cmd *cobra.Command, f *benchJobsFlags) error {
 		}
 		if o.Apps > 1 {
 			where += fmt.Sprintf(", %d apps", o.Apps)
+		}
+		if o.Databases > 1 {
+			where += fmt.Sprintf(" over %d databases", o.Databases)
 		}
 		fmt.Fprintf(c.stderr, "bench jobs: %d jobs, %s, %d clients, %s\n",
 			o.Jobs, rateText(o.Rate), o.Concurrency, where)
@@ -151,6 +155,12 @@ func (c *cli) benchJobsOptions(cmd *cobra.Command, f *benchJobsFlags) error {
 	}
 	if o.PostgresDB != "" && o.Postgres == "" {
 		return usageError{"--postgres-db names a database on a PostgreSQL server: give the server with --postgres (or HANDOFF_POSTGRES)"}
+	}
+	if o.Databases > 1 && (o.Postgres == "" || o.PostgresDB != "") {
+		return usageError{"--databases creates fresh databases on a PostgreSQL server: give the server with --postgres (or HANDOFF_POSTGRES), without --postgres-db"}
+	}
+	if o.Databases < 1 {
+		return usageError{fmt.Sprintf("--databases must be at least 1, got %d", o.Databases)}
 	}
 	if err := postgres.CheckURL(o.Postgres); o.Postgres != "" && err != nil {
 		return usageError{"--postgres (or HANDOFF_POSTGRES) must be a postgres://USER:PASSWORD@HOST:PORT/DB URL: " + err.Error()}

@@ -60,6 +60,8 @@ func TestBenchJobsUsage(t *testing.T) {
 		{"bench", "jobs", "--rate", "-1"},
 		{"bench", "jobs", "--concurrency", "0"},
 		{"bench", "jobs", "--handlers", "lua"},
+		{"bench", "jobs", "--databases", "2"},
+		{"bench", "jobs", "--databases", "0"},
 		{"bench", "nope"},
 	} {
 		if _, stderr, code := runIn(t, nil, "", args...); code != 2 {
@@ -131,5 +133,16 @@ func TestBenchJobsPostgresUsage(t *testing.T) {
 		if _, stderr, code := runIn(t, env, "", args...); code != 2 || !strings.Contains(stderr, "--postgres") {
 			t.Errorf("%q with %v: exit %d, want 2 (usage)\n%s", args, env, code, stderr)
 		}
+	}
+}
+
+// TestBenchJobsTwoDatabases runs the bench with its apps spread over two
+// fresh databases: every job done exactly once.
+func TestBenchJobsTwoDatabases(t *testing.T) {
+	base := pgtest.Need(t)
+	stdout, stderr, code := runIn(t, map[string]string{"HANDOFF_POSTGRES": base}, "",
+		"bench", "jobs", "--jobs", "40", "--concurrency", "4", "--apps", "2", "--databases", "2", "--quiet")
+	if code != 0 || !strings.Contains(stdout, `"ok": true`) {
+		t.Fatalf("bench jobs over two databases: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 }

@@ -50,6 +50,10 @@ type JobsOptions struct {
 	// set up beforehand (its settings, pg_stat_statements), or one of
 	// several an app placement spans. It must hold no bench run yet.
 	PostgresDB string
+	// Databases, with Postgres, spreads the apps over this many fresh
+	// databases on that server, as `serve` with as many --postgres URLs
+	// does (internal/placement); 0 or 1 is one database.
+	Databases int
 	// Timeout bounds the wait for the last job to be done; default one
 	// minute plus 10 ms per job.
 	Timeout time.Duration
@@ -306,6 +310,9 @@ func (o *JobsOptions) setDefaults() error {
 	}
 	if o.PostgresDB != "" && o.Postgres == "" {
 		return errors.New("a database to run in (PostgresDB) needs the PostgreSQL server's URL (Postgres)")
+	}
+	if o.Databases > 1 && (o.Postgres == "" || o.PostgresDB != "") {
+		return errors.New("several databases (Databases) need the PostgreSQL server's URL (Postgres) to create them on, and no PostgresDB")
 	}
 	switch o.Handlers {
 	case "":

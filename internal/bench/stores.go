@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/handoff-run/handoff/internal/placement"
 	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/postgres"
 	"github.com/handoff-run/handoff/store/sqlite"
@@ -42,6 +43,9 @@ func openStore(ctx context.Context, o JobsOptions) (st store.Store, name string,
 			err = fmt.Errorf("%w: %w", ErrStore, err)
 		}
 	}()
+	if o.Databases > 1 {
+		return openPlaced(ctx, o)
+	}
 	if o.Postgres != "" {
 		dbURL, drop, err := "", func() {}, error(nil)
 		if o.PostgresDB != "" {
@@ -161,4 +165,33 @@ func dbName(conn string) string {
 		return "?"
 	}
 	return cfg.Database
+}
+
+// openPlaced opens a router over o.Databases fresh databases, dropped at
+// the end.
+func openPlaced(ctx context.Context, o JobsOptions) (store.Store, string, func(), error) {
+	var urls []string
+	var drops []func()
+	dropAll := func() {
+		for _, d := range drops {
+			d()
+		}
+	}
+	for range o.Databases {
+		u, drop, err := freshPostgres(ctx, o.Postgres)
+		if err != nil {
+			dropAll()
+			return nil, "", nil, err
+		}
+		urls, drops = append(urls, u), append(drops, drop)
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "  database %s on %s, dropped at the end\n", dbName(u), postgres.Redact(o.Postgres))
+		}
+	}
+	r, err := placement.Open(ctx, urls)
+	if err != nil {
+		dropAll()
+		return nil, "", nil, err
+	}
+	return r, StorePostgres, func() { r.Close(); dropAll() }, nil
 }
