@@ -62,6 +62,24 @@ func TestAppsRunOnTheirDatabases(t *testing.T) {
 		}
 	}
 
+	all, err := r.Apps(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range all { // a tick is recorded once its handler returned
+		for {
+			if tk, err := r.LastTick(ctx, a.ID); err != nil {
+				t.Fatal(err)
+			} else if tk != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no tick recorded", a.Name)
+			}
+			time.Sleep(5 * time.Millisecond) // polling for the outcome
+		}
+	}
+
 	placed, err := r.Placed(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -70,10 +88,6 @@ func TestAppsRunOnTheirDatabases(t *testing.T) {
 		if len(list) == 0 {
 			t.Fatalf("no app placed in database %d: %v", db, placed)
 		}
-	}
-	all, err := r.Apps(ctx)
-	if err != nil {
-		t.Fatal(err)
 	}
 	for i, a := range all {
 		at, err := r.Where(ctx, a.ID)

@@ -108,8 +108,8 @@ func (r *Router) UseNonce(ctx context.Context, key string, now, expires time.Tim
 }
 
 // The calls below go to the app's database. Reads and the outbox's own
-// bookkeeping go where the app lives now; writes of its ledger and code
-// wait out a move (write).
+// bookkeeping go where the app lives now; writes of its ledger, code and
+// ticks wait out a move (write).
 
 // read runs fn on app's database.
 func read[T any](ctx context.Context, r *Router, app int64, fn func(*postgres.Store) (T, error)) (T, error) {
@@ -207,18 +207,22 @@ func (r *Router) ReplayEvent(ctx context.Context, appID, seq int64, now time.Tim
 	return r.do(ctx, appID, func(st *postgres.Store) error { return st.ReplayEvent(ctx, appID, seq, now) })
 }
 func (r *Router) SaveTick(ctx context.Context, appID int64, t store.Tick) error {
-	return r.do(ctx, appID, func(st *postgres.Store) error { return st.SaveTick(ctx, appID, t) })
+	_, err := write(ctx, r, appID, func(st *postgres.Store) (struct{}, error) { return struct{}{}, st.SaveTick(ctx, appID, t) })
+	return err
 }
 func (r *Router) LastTick(ctx context.Context, appID int64) (*store.Tick, error) {
 	return read(ctx, r, appID, func(st *postgres.Store) (*store.Tick, error) { return st.LastTick(ctx, appID) })
 }
 func (r *Router) AcquireTick(ctx context.Context, appID int64, planned time.Time, node string, hold time.Time) (bool, error) {
-	return read(ctx, r, appID, func(st *postgres.Store) (bool, error) {
+	return write(ctx, r, appID, func(st *postgres.Store) (bool, error) {
 		return st.AcquireTick(ctx, appID, planned, node, hold)
 	})
 }
 func (r *Router) ReleaseTick(ctx context.Context, appID int64, planned time.Time, node string) error {
-	return r.do(ctx, appID, func(st *postgres.Store) error { return st.ReleaseTick(ctx, appID, planned, node) })
+	_, err := write(ctx, r, appID, func(st *postgres.Store) (struct{}, error) {
+		return struct{}{}, st.ReleaseTick(ctx, appID, planned, node)
+	})
+	return err
 }
 func (r *Router) Logs(ctx context.Context, appID int64, after int64, limit int) ([]store.LogLine, error) {
 	return read(ctx, r, appID, func(st *postgres.Store) ([]store.LogLine, error) { return st.Logs(ctx, appID, after, limit) })

@@ -14,6 +14,12 @@ import (
 // app's database when it starts.
 var FenceWait = 30 * time.Second
 
+// DropGrace is how long the database an app left keeps its copy after
+// the switch, for the nodes that have not heard of it yet: their reads
+// find the app as it was at the switch rather than nothing. Every node
+// hears within the app watchers' 1 s poll, if not at once.
+var DropGrace = 2 * time.Second
+
 // Move moves app a to database to and returns the database it was in.
 //
 // The app's writes pause while it moves (they wait, up to WriteWait, and
@@ -23,7 +29,8 @@ var FenceWait = 30 * time.Second
 // could have written before; the app's data and sequence are copied to
 // the target in one transaction, which lifts the fence there; the
 // placement switches (moved_from records the source), every node is told;
-// the source is emptied of the app, fenced still; the record is cleared.
+// after DropGrace the source is emptied of the app, fenced still; the
+// record is cleared.
 //
 // A move cut short (its node died, its database went away) leaves the
 // record behind, and the app fenced in the source until it is moved
@@ -108,6 +115,11 @@ func (r *Router) Move(ctx context.Context, a store.App, to int) (from int, err e
 	r.forget(a.ID)
 	if err := r.dbs[0].TouchApp(ctx, a.ID); err != nil {
 		return from, fmt.Errorf("the app moved, but telling the other nodes failed (they find out at their next write): %w", err)
+	}
+	select {
+	case <-ctx.Done():
+		return from, fmt.Errorf("the app moved, but the request ended before database %d was emptied of it; move it again to finish: %w", from, ctx.Err())
+	case <-time.After(DropGrace):
 	}
 	if err := r.dbs[from].DropAppData(ctx, a.ID); err != nil {
 		return from, fmt.Errorf("the app moved, but emptying database %d of it failed; move it again to finish: %w", from, err)

@@ -19,6 +19,9 @@ import (
 // in the ledger after, the seqs have no gap, every event is delivered,
 // and the data lives only where the app is placed.
 func TestMoveUnderWrites(t *testing.T) {
+	grace := DropGrace
+	DropGrace = 0 // the worst case: nodes not yet told find the source empty
+	defer func() { DropGrace = grace }()
 	urls := freshPair(t)
 	a := openRouter(t, urls)
 	defer a.Close()
@@ -72,8 +75,8 @@ func TestMoveUnderWrites(t *testing.T) {
 	}
 	delivered := map[int64]bool{}
 	var dmu sync.Mutex
-	deliver := func(node *Router) int {
-		evs, err := node.ClaimEvents(ctx, store.Claim{AppID: app.ID, Now: time.Now(), Limit: 50, Lease: time.Minute})
+	deliver := func(node *Router, at time.Time) int {
+		evs, err := node.ClaimEvents(ctx, store.Claim{AppID: app.ID, Now: at, Limit: 50, Lease: time.Minute})
 		if err != nil {
 			fails <- fmt.Errorf("claim: %w", err)
 			return 0
@@ -96,11 +99,40 @@ func TestMoveUnderWrites(t *testing.T) {
 		}
 		go writer(node, fmt.Sprintf("doc%d", i))
 	}
+	// Both nodes ask for each scheduled tick: one gets it, across moves.
+	var ticks, twice atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for k := 1; !stop.Load(); k++ {
+			planned := now.Add(time.Duration(k) * time.Second)
+			var got [2]bool
+			var tw sync.WaitGroup
+			for i, node := range []*Router{a, b} {
+				tw.Add(1)
+				go func() {
+					defer tw.Done()
+					ok, err := node.AcquireTick(ctx, app.ID, planned, fmt.Sprint("node", i), planned)
+					if err != nil {
+						fails <- fmt.Errorf("tick %d: %w", k, err)
+					}
+					got[i] = ok
+				}()
+			}
+			tw.Wait()
+			if got[0] && got[1] {
+				twice.Add(1)
+			}
+			if got[0] || got[1] {
+				ticks.Add(1)
+			}
+		}
+	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for !stop.Load() {
-			if deliver(b) == 0 {
+			if deliver(b, time.Now()) == 0 {
 				time.Sleep(time.Millisecond) // nothing due: let the writers go on
 			}
 		}
@@ -146,7 +178,9 @@ func TestMoveUnderWrites(t *testing.T) {
 	for err := range fails {
 		t.Fatal(err)
 	}
-	for deliver(a) > 0 {
+	// An event settled where the app was, after the copy, is still
+	// leased where it is: it comes back once its lease ends.
+	for deliver(a, time.Now().Add(2*time.Minute)) > 0 {
 	}
 
 	for _, node := range []*Router{a, b} {
@@ -184,6 +218,9 @@ func TestMoveUnderWrites(t *testing.T) {
 	if len(acks) < 300 {
 		t.Fatalf("only %d writes acknowledged", len(acks))
 	}
+	if twice.Load() > 0 || ticks.Load() == 0 {
+		t.Fatalf("%d scheduled ticks were given to both nodes (of %d given)", twice.Load(), ticks.Load())
+	}
 	// The data lives where the app is, and nowhere else.
 	if d, err := a.dbs[other].Get(ctx, app.ID, "jobs", "doc0"); err != nil || d != nil {
 		t.Fatalf("database %d still holds the app's document: %v, %v", other, d, err)
@@ -192,8 +229,8 @@ func TestMoveUnderWrites(t *testing.T) {
 		Body: []byte(`{}`), Path: "http", Time: now}); err == nil {
 		t.Fatal("the database the app left took a write of it")
 	}
-	t.Logf("%d writes acknowledged across two moves (%v), %d events delivered, %d writes refused by a fence and retried",
-		len(acks), took, len(delivered), a.refused.Load()+b.refused.Load())
+	t.Logf("%d writes acknowledged across two moves (%v), %d events delivered, %d ticks given, %d writes refused by a fence and retried",
+		len(acks), took, len(delivered), ticks.Load(), a.refused.Load()+b.refused.Load())
 }
 
 // TestMoveUndo: moving an app to where it is ends a move cut short, and

@@ -215,6 +215,9 @@ func write[T any](ctx context.Context, r *Router, app int64, fn func(*postgres.S
 			return zero, err
 		}
 		v, err := fn(st)
+		if errors.Is(err, store.ErrHeadMoved) && r.movedFrom(ctx, app, st) {
+			continue // the head was looked for where the app no longer is
+		}
 		if !postgres.Fenced(err) {
 			return v, err
 		}
@@ -230,6 +233,18 @@ func write[T any](ctx context.Context, r *Router, app int64, fn func(*postgres.S
 		}
 		pause = min(2*pause, 100*time.Millisecond)
 	}
+}
+
+// movedFrom reports whether app lives elsewhere than st by home's word:
+// a node that has not heard of a move yet finds no head in the database
+// the app left, and refuses the write before the fence would.
+func (r *Router) movedFrom(ctx context.Context, app int64, st *postgres.Store) bool {
+	p, err := r.read(ctx, r.pool, app)
+	if err != nil || r.dbs[p.db] == st {
+		return false
+	}
+	r.forget(app)
+	return true
 }
 
 // CreateApp creates the app in home and places it in the database with

@@ -39,9 +39,12 @@ func Fenced(err error) bool { return pgCode(err) == fencedCode }
 
 // placementDDL makes a database able to refuse an app's writes while the
 // app is away: placement_fence lists the apps not (or not yet, or no
-// longer) placed here, and a statement trigger on the ledger and the code
-// aborts any transaction writing for one of them. A statement trigger
-// costs one probe of an empty table per statement when nothing moves.
+// longer) placed here, and statement triggers on the ledger, the code and
+// the ticks abort any statement writing for one of them. When nothing
+// moves, a statement pays for keeping its rows for the trigger and one
+// probe of an empty table. The outbox's claims and settlements are not
+// fenced (a settlement flush spans apps): an event settled in the source
+// after the copy is delivered again, at least once.
 const placementDDL = `
 	CREATE TABLE IF NOT EXISTS placement_fence (app_id int8 PRIMARY KEY);
 	CREATE OR REPLACE FUNCTION handoff_fenced() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -61,6 +64,16 @@ var placementTriggers = map[string]string{
 	"code_added_fenced": `CREATE TRIGGER code_added_fenced AFTER INSERT ON code
 		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION handoff_fenced()`,
 	"code_changed_fenced": `CREATE TRIGGER code_changed_fenced AFTER UPDATE ON code
+		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION handoff_fenced()`,
+	// A tick taken where the app no longer lives would let another node
+	// take the same tick where it does.
+	"tick_leases_added_fenced": `CREATE TRIGGER tick_leases_added_fenced AFTER INSERT ON tick_leases
+		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION handoff_fenced()`,
+	"tick_leases_changed_fenced": `CREATE TRIGGER tick_leases_changed_fenced AFTER UPDATE ON tick_leases
+		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION handoff_fenced()`,
+	"ticks_added_fenced": `CREATE TRIGGER ticks_added_fenced AFTER INSERT ON ticks
+		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION handoff_fenced()`,
+	"ticks_changed_fenced": `CREATE TRIGGER ticks_changed_fenced AFTER UPDATE ON ticks
 		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION handoff_fenced()`,
 }
 
@@ -121,7 +134,7 @@ func adopt(ctx context.Context, tx pgx.Tx, a store.App) error {
 	return err
 }
 
-// Fence refuses every later write of app's ledger and code in this
+// Fence refuses every later write of app's ledger, code and ticks in this
 // database, and returns once the transactions that may have written
 // before the fence took hold have ended: from then on, what the
 // database holds of the app no longer changes but for its events, ticks
@@ -131,15 +144,21 @@ func (s *Store) Fence(ctx context.Context, app int64) error {
 		return err
 	}
 	// Any transaction still open now may have written before the fence:
-	// wait until each has ended.
+	// wait until each has ended, but for those seen in other databases
+	// of the server (one whose session this role may not see counts).
 	var xids []string
-	if err := s.pool.QueryRow(ctx, `SELECT coalesce(array_agg(x::text), '{}') FROM pg_snapshot_xip(pg_current_snapshot()) x`).Scan(&xids); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(array_agg(x::text), '{}') FROM pg_snapshot_xip(pg_current_snapshot()) x
+		WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname <> current_database()
+			AND a.backend_xid::text = (x::text::numeric % 4294967296)::text)`).Scan(&xids); err != nil {
 		return err
 	}
 	for len(xids) > 0 {
 		var open []string
+		// Visible in a snapshot, not merely committed (pg_xact_status):
+		// a transaction is committed a moment before the snapshots taken
+		// meanwhile see it, and the copy must see it.
 		err := s.pool.QueryRow(ctx, `SELECT coalesce(array_agg(x), '{}') FROM unnest($1::text[]) x
-			WHERE pg_xact_status(x::xid8) = 'in progress'`, xids).Scan(&open)
+			WHERE NOT pg_visible_in_snapshot(x::xid8, pg_current_snapshot())`, xids).Scan(&open)
 		if err != nil {
 			return err
 		}
