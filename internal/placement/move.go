@@ -84,7 +84,8 @@ func (r *Router) Move(ctx context.Context, a store.App, to int) (from int, err e
 		p.movingTo = -1
 	}
 	if to == from {
-		return from, nil
+		// Nothing to move; lift a fence an app creation cut short left.
+		return from, r.dbs[from].Unfence(ctx, a.ID)
 	}
 
 	p.movingTo = to

@@ -259,13 +259,16 @@ func (r *Router) CreateApp(ctx context.Context, a store.App) (*store.App, error)
 		return nil, err
 	}
 	if n != 0 {
+		// Fenced at home first: a node that looks the app up before its
+		// row is written takes it for one of home's, and its writes must
+		// wait for the row rather than land there.
+		if err := r.dbs[0].DropAppData(ctx, created.ID); err != nil {
+			return nil, err
+		}
 		if err := r.dbs[n].AdoptApp(ctx, *created); err != nil {
 			return nil, fmt.Errorf("place app %d in database %d: %w", created.ID, n, err)
 		}
 		if err := r.dbs[n].Unfence(ctx, created.ID); err != nil {
-			return nil, err
-		}
-		if err := r.dbs[0].DropAppData(ctx, created.ID); err != nil { // fences it at home
 			return nil, err
 		}
 	}
