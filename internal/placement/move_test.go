@@ -29,13 +29,7 @@ func TestMoveUnderWrites(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 	now := time.Now()
-	if err := a.CreateUser(ctx, store.User{Name: "alice", Created: now}); err != nil {
-		t.Fatal(err)
-	}
-	app, err := a.CreateApp(ctx, store.App{Owner: "alice", Name: "jobs", Created: now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	app := newApp(t, a, "alice/jobs")
 	start, err := a.Where(ctx, app.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -240,13 +234,7 @@ func TestMoveUndo(t *testing.T) {
 	defer r.Close()
 	ctx := context.Background()
 	now := time.Now()
-	if err := r.CreateUser(ctx, store.User{Name: "alice", Created: now}); err != nil {
-		t.Fatal(err)
-	}
-	app, err := r.CreateApp(ctx, store.App{Owner: "alice", Name: "jobs", Created: now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	app := newApp(t, r, "alice/jobs")
 	at, _ := r.Where(ctx, app.ID)
 	// A move that stopped after fencing the source.
 	if err := r.save(ctx, app.ID, place{db: at, movingTo: 1 - at, movedFrom: -1}); err != nil {
@@ -259,7 +247,7 @@ func TestMoveUndo(t *testing.T) {
 	WriteWait = 50 * time.Millisecond
 	defer func() { WriteWait = old }()
 	w := &store.Write{AppID: app.ID, DB: "jobs", ID: "j", Rev: "1-a", Body: []byte(`{}`), Path: "http", Time: now}
-	_, err = r.Commit(ctx, w)
+	_, err := r.Commit(ctx, w)
 	if errs.CodeOf(err) != errs.Unavailable {
 		t.Fatalf("a write of a fenced app = %v, want unavailable", err)
 	}

@@ -2,7 +2,9 @@ package placement
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +39,21 @@ func openRouter(t testing.TB, urls []string) *Router {
 	return r
 }
 
+// newApp creates the app "owner/name", and its owner if missing.
+func newApp(t testing.TB, r *Router, ref string) *store.App {
+	t.Helper()
+	ctx := context.Background()
+	owner, name, _ := strings.Cut(ref, "/")
+	if err := r.CreateUser(ctx, store.User{Name: owner, Created: time.Now()}); err != nil && !errors.Is(err, store.ErrExists) {
+		t.Fatal(err)
+	}
+	a, err := r.CreateApp(ctx, store.App{Owner: owner, Name: name, Created: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // TestConformance runs the store suite on a router over two databases:
 // its apps land on both.
 func TestConformance(t *testing.T) {
@@ -55,14 +72,8 @@ func TestNewAppsSpread(t *testing.T) {
 	r := openRouter(t, freshPair(t))
 	defer r.Close()
 	ctx := context.Background()
-	if err := r.CreateUser(ctx, store.User{Name: "alice", Created: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
 	for _, name := range []string{"a", "b", "c", "d"} {
-		a, err := r.CreateApp(ctx, store.App{Owner: "alice", Name: name, Created: time.Now()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := newApp(t, r, "alice/"+name)
 		if _, err := r.Commit(ctx, &store.Write{AppID: a.ID, DB: "jobs", ID: "j1", Rev: "1-a",
 			Body: []byte(`{"status":"pending"}`), Path: "http", Time: time.Now()}); err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoff-run/handoff/store"
 )
@@ -57,55 +58,38 @@ const placementDDL = `
 		RETURN NULL;
 	END $$;`
 
-// placementTriggers are created once each, if missing.
-var placementTriggers = map[string]string{
-	"revisions_fenced": `CREATE TRIGGER revisions_fenced AFTER INSERT ON revisions
-		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION handoff_fenced()`,
-	"code_added_fenced": `CREATE TRIGGER code_added_fenced AFTER INSERT ON code
-		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION handoff_fenced()`,
-	"code_changed_fenced": `CREATE TRIGGER code_changed_fenced AFTER UPDATE ON code
-		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION handoff_fenced()`,
-	// A tick taken where the app no longer lives would let another node
-	// take the same tick where it does.
-	"tick_leases_added_fenced": `CREATE TRIGGER tick_leases_added_fenced AFTER INSERT ON tick_leases
-		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION handoff_fenced()`,
-	"tick_leases_changed_fenced": `CREATE TRIGGER tick_leases_changed_fenced AFTER UPDATE ON tick_leases
-		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION handoff_fenced()`,
-	"ticks_added_fenced": `CREATE TRIGGER ticks_added_fenced AFTER INSERT ON ticks
-		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION handoff_fenced()`,
-	"ticks_changed_fenced": `CREATE TRIGGER ticks_changed_fenced AFTER UPDATE ON ticks
-		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION handoff_fenced()`,
-}
+// fencedWrites are the statements the fence refuses, as table and
+// event: the ledger (every commit), the code, and the ticks and their
+// leases (a tick taken where the app no longer lives would let another
+// node take the same tick where it does).
+var fencedWrites = [][2]string{{"revisions", "INSERT"}, {"code", "INSERT"}, {"code", "UPDATE"},
+	{"ticks", "INSERT"}, {"ticks", "UPDATE"}, {"tick_leases", "INSERT"}, {"tick_leases", "UPDATE"}}
 
 // PreparePlacement adds the fence to the database, if it lacks it. Only
 // a store that is one of several needs it; several nodes may call it at
 // once.
 func (s *Store) PreparePlacement(ctx context.Context) error {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(migrateLock)); err != nil {
-		return err
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrateLock))
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, placementDDL); err != nil {
-			return err
-		}
-		for name, sql := range placementTriggers {
-			var n int
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgname = $1`, name).Scan(&n); err != nil {
+	return underMigrateLock(ctx, s.pool, func(conn *pgxpool.Conn) error {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, placementDDL); err != nil {
 				return err
 			}
-			if n == 0 {
-				if _, err := tx.Exec(ctx, sql); err != nil {
+			for _, w := range fencedWrites {
+				name := strings.ToLower(w[0] + "_" + w[1] + "_fenced")
+				var n int
+				if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgname = $1`, name).Scan(&n); err != nil {
+					return err
+				}
+				if n > 0 {
+					continue
+				}
+				if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE TRIGGER %s AFTER %s ON %s REFERENCING NEW TABLE AS new_rows
+					FOR EACH STATEMENT EXECUTE FUNCTION handoff_fenced()`, name, w[1], w[0])); err != nil {
 					return err
 				}
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 }
 

@@ -346,7 +346,8 @@ var migrations = []string{
 // several nodes starting at once apply each migration exactly once.
 const migrateLock = 0x68616e646f6666 // "handoff"
 
-func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+// underMigrateLock runs fn on a connection holding migrateLock.
+func underMigrateLock(ctx context.Context, pool *pgxpool.Pool, fn func(conn *pgxpool.Conn) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -356,6 +357,14 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return err
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrateLock))
+	return fn(conn)
+}
+
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return underMigrateLock(ctx, pool, func(conn *pgxpool.Conn) error { return migrateLocked(ctx, conn) })
+}
+
+func migrateLocked(ctx context.Context, conn *pgxpool.Conn) error {
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version int4 PRIMARY KEY,
 		applied timestamptz NOT NULL DEFAULT now())`); err != nil {
