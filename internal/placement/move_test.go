@@ -261,3 +261,61 @@ func TestMoveUndo(t *testing.T) {
 		t.Fatalf("a write after the undo: %v", err)
 	}
 }
+
+// TestMoveResume: a move cut short after its copy, or after its switch,
+// is finished by the same move again, with every write kept and the
+// database it left emptied.
+func TestMoveResume(t *testing.T) {
+	grace := DropGrace
+	DropGrace = 0
+	defer func() { DropGrace = grace }()
+	r := openRouter(t, freshPair(t))
+	defer r.Close()
+	ctx := context.Background()
+	now := time.Now()
+	for _, cut := range []string{"after the copy", "after the switch"} {
+		app := newApp(t, r, "alice/"+strings.ReplaceAll(cut, " ", "-"))
+		from, _ := r.Where(ctx, app.ID)
+		to := 1 - from
+		w := &store.Write{AppID: app.ID, DB: "jobs", ID: "j", Rev: "1-a", Body: []byte(`{}`), Path: "http", Time: now}
+		if _, err := r.Commit(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		// The steps of Move up to the cut.
+		if err := r.save(ctx, app.ID, place{db: from, movingTo: to, movedFrom: -1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.dbs[from].Fence(ctx, app.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.dbs[from].CopyAppTo(ctx, r.dbs[to], *app); err != nil {
+			t.Fatal(err)
+		}
+		if cut == "after the switch" {
+			if err := r.save(ctx, app.ID, place{db: to, movingTo: -1, movedFrom: from}); err != nil {
+				t.Fatal(err)
+			}
+			r.forget(app.ID)
+		}
+		if _, err := r.Move(ctx, *app, to); err != nil {
+			t.Fatalf("%s: moving again: %v", cut, err)
+		}
+		if at, err := r.Where(ctx, app.ID); err != nil || at != to {
+			t.Fatalf("%s: the app is in %d (%v), want %d", cut, at, err, to)
+		}
+		p, err := r.read(ctx, r.pool, app.ID)
+		if err != nil || p.movingTo != -1 || p.movedFrom != -1 {
+			t.Fatalf("%s: the move left its record: %+v, %v", cut, p, err)
+		}
+		if d, err := r.Get(ctx, app.ID, "jobs", "j"); err != nil || d == nil || d.Rev != "1-a" {
+			t.Fatalf("%s: the write before the move reads %v, %v", cut, d, err)
+		}
+		if d, err := r.dbs[from].Get(ctx, app.ID, "jobs", "j"); err != nil || d != nil {
+			t.Fatalf("%s: the database the app left still holds %v (%v)", cut, d, err)
+		}
+		if _, err := r.Commit(ctx, &store.Write{AppID: app.ID, DB: "jobs", ID: "j", BaseRev: "1-a", Rev: "2-b",
+			Body: []byte(`{}`), Path: "http", Time: now}); err != nil {
+			t.Fatalf("%s: a write after: %v", cut, err)
+		}
+	}
+}
