@@ -36,7 +36,8 @@ func (s *Server) moveApp(w http.ResponseWriter, r *http.Request, a engine.Actor)
 	if s.mover == nil {
 		return errs.New(errs.Invalid, "this server keeps every app in one database; start its nodes with several --postgres URLs to spread apps over them")
 	}
-	from, err := s.mover.Move(r.Context(), app, *req.To)
+	// A client that leaves does not cut the move short.
+	from, err := s.mover.Move(context.WithoutCancel(r.Context()), app, *req.To)
 	var ee *errs.Error
 	if errors.As(err, &ee) {
 		return err
