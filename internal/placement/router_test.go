@@ -69,7 +69,8 @@ func TestConformance(t *testing.T) {
 // TestNewAppsSpread: new apps go to the database with the fewest, and
 // their data lives only there.
 func TestNewAppsSpread(t *testing.T) {
-	r := openRouter(t, freshPair(t))
+	urls := freshPair(t)
+	r := openRouter(t, urls)
 	defer r.Close()
 	ctx := context.Background()
 	for _, name := range []string{"a", "b", "c", "d"} {
@@ -101,6 +102,16 @@ func TestNewAppsSpread(t *testing.T) {
 	}
 	if apps, err := r.Apps(ctx); err != nil || len(apps) != 4 {
 		t.Fatalf("Apps = %v, %v; want the four, from home", apps, err)
+	}
+	// A node given only the first database would not find half the apps.
+	if n, err := Spread(ctx, urls[0]); err != nil || n != 2 {
+		t.Fatalf("Spread = %d, %v; want 2", n, err)
+	}
+	if one, err := Open(ctx, urls[:1]); err == nil || !strings.Contains(err.Error(), "pass every --postgres URL") {
+		if one != nil {
+			one.Close()
+		}
+		t.Fatalf("a router over the first database only: %v; want a refusal that says to pass every URL", err)
 	}
 }
 
