@@ -118,9 +118,6 @@ func Open(ctx context.Context, urls []string) (*Router, error) {
 	return r, nil
 }
 
-// Count is how many databases the router spreads apps over.
-func (r *Router) Count() int { return len(r.dbs) }
-
 // Node is the name of this process's leases in every database.
 func (r *Router) Node() string { return r.dbs[0].Node() }
 
