@@ -19,9 +19,10 @@ import (
 // in the ledger after, the seqs have no gap, every event is delivered,
 // and the data lives only where the app is placed.
 func TestMoveUnderWrites(t *testing.T) {
-	grace := DropGrace
-	DropGrace = 0 // the worst case: nodes not yet told find the source empty
-	defer func() { DropGrace = grace }()
+	grace, wait := DropGrace, WriteWait
+	DropGrace = 0           // the worst case: nodes not yet told find the source empty
+	WriteWait = time.Minute // this test is about what is kept, not how long a move pauses
+	defer func() { DropGrace, WriteWait = grace, wait }()
 	urls := freshPair(t)
 	a := openRouter(t, urls)
 	defer a.Close()

@@ -215,7 +215,9 @@ func write[T any](ctx context.Context, r *Router, app int64, fn func(*postgres.S
 		if errors.Is(err, store.ErrHeadMoved) && r.movedFrom(ctx, app, st) {
 			continue // the head was looked for where the app no longer is
 		}
-		if !postgres.Fenced(err) {
+		// A write of a node not told of a move yet may also deadlock
+		// with the move's copy or deletion of the app's rows.
+		if !postgres.Fenced(err) && !postgres.LostDeadlock(err) {
 			return v, err
 		}
 		r.refused.Add(1)

@@ -127,9 +127,20 @@ func (s *Store) Fence(ctx context.Context, app int64) error {
 	if _, err := s.pool.Exec(ctx, `INSERT INTO placement_fence (app_id) VALUES ($1) ON CONFLICT DO NOTHING`, app); err != nil {
 		return err
 	}
-	// Any transaction still open now may have written before the fence:
-	// wait until each has ended, but for those seen in other databases
-	// of the server (one whose session this role may not see counts).
+	// A commit's statements may check the fence with a snapshot older
+	// than the fence itself, and take a transaction id only after the
+	// wait below looked: the app's row in apps is the barrier. Every
+	// commit holds it from taking its seqs to its end (writer.go), and
+	// code versions take it too (code.go); once this has had it, those
+	// that held it before have ended, and those after took their seqs,
+	// and so their snapshots, after the fence.
+	if _, err := s.pool.Exec(ctx, `SELECT 1 FROM apps WHERE id = $1 FOR UPDATE`, app); err != nil {
+		return err
+	}
+	// Any other transaction still open now may have written before the
+	// fence (a tick): wait until each has ended, but for those seen in
+	// other databases of the server (one whose session this role may not
+	// see counts).
 	var xids []string
 	if err := s.pool.QueryRow(ctx, `SELECT coalesce(array_agg(x::text), '{}') FROM pg_snapshot_xip(pg_current_snapshot()) x
 		WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname <> current_database()
@@ -190,6 +201,11 @@ func (s *Store) CopyAppTo(ctx context.Context, dst *Store, a store.App) error {
 		}
 		return err
 	}
+	return retryDeadlocks(func() error { return copyApp(ctx, src, dst, a, seq, grantsSeq) })
+}
+
+// copyApp is CopyAppTo's transaction in dst.
+func copyApp(ctx context.Context, src *pgxpool.Conn, dst *Store, a store.App, seq, grantsSeq int64) error {
 	return pgx.BeginFunc(ctx, dst.pool, func(tx pgx.Tx) error {
 		if err := adopt(ctx, tx, a); err != nil {
 			return err
@@ -261,12 +277,35 @@ func copyTable(ctx context.Context, src, dst *pgx.Conn, table string, app int64)
 // is refused rather than lost. The app's row stays (on the home database
 // it is the app's identity).
 func (s *Store) DropAppData(ctx context.Context, app int64) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO placement_fence (app_id) VALUES ($1) ON CONFLICT DO NOTHING`, app); err != nil {
+	return retryDeadlocks(func() error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO placement_fence (app_id) VALUES ($1) ON CONFLICT DO NOTHING`, app); err != nil {
+				return err
+			}
+			return deleteData(ctx, tx, app)
+		})
+	})
+}
+
+// deadlockDetected is the SQLSTATE of a transaction PostgreSQL ended to
+// break a deadlock.
+const deadlockDetected = "40P01"
+
+// LostDeadlock reports whether err is a transaction PostgreSQL ended to
+// break a deadlock: nothing of it was written, and it may be run again.
+func LostDeadlock(err error) bool { return pgCode(err) == deadlockDetected }
+
+// retryDeadlocks runs fn again when it lost a deadlock: deleting an app's
+// rows can meet a commit of a node that has not heard of a move yet,
+// which holds some of them and waits for others (it is refused by the
+// fence right after).
+func retryDeadlocks(fn func() error) error {
+	for range 4 {
+		if err := fn(); !LostDeadlock(err) {
 			return err
 		}
-		return deleteData(ctx, tx, app)
-	})
+	}
+	return fn()
 }
 
 func deleteData(ctx context.Context, tx pgx.Tx, app int64) error {
