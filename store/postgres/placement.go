@@ -189,23 +189,24 @@ func (s *Store) IsFenced(ctx context.Context, app int64) (bool, error) {
 // as they are, so a node whose stores share a name (ShareNode) still
 // holds them in dst. Every node hears that the app changed in dst.
 func (s *Store) CopyAppTo(ctx context.Context, dst *Store, a store.App) error {
-	src, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer src.Release()
 	var seq, grantsSeq int64
-	if err := src.QueryRow(ctx, `SELECT seq, grants_seq FROM apps WHERE id = $1`, a.ID).Scan(&seq, &grantsSeq); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT seq, grants_seq FROM apps WHERE id = $1`, a.ID).Scan(&seq, &grantsSeq); err != nil {
 		if noRows(err) {
 			return fmt.Errorf("app %d: %w", a.ID, store.ErrNotFound)
 		}
 		return err
 	}
-	return retryDeadlocks(func() error { return copyApp(ctx, src, dst, a, seq, grantsSeq) })
+	return retryDeadlocks(func() error { return s.copyApp(ctx, dst, a, seq, grantsSeq) })
 }
 
-// copyApp is CopyAppTo's transaction in dst.
-func copyApp(ctx context.Context, src *pgxpool.Conn, dst *Store, a store.App, seq, grantsSeq int64) error {
+// copyApp is CopyAppTo's transaction in dst, on a connection of its own
+// in s (one a failed copy left may be unusable).
+func (s *Store) copyApp(ctx context.Context, dst *Store, a store.App, seq, grantsSeq int64) error {
+	src, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer src.Release()
 	return pgx.BeginFunc(ctx, dst.pool, func(tx pgx.Tx) error {
 		if err := adopt(ctx, tx, a); err != nil {
 			return err
