@@ -180,34 +180,10 @@ func runRound[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], o Ri
 	if s.Mode == ModeMany {
 		batch = max(1, s.Batch)
 	}
-	committed := make([]time.Time, n)
-	var next atomic.Int64
-	errc := make(chan error, o.Concurrency)
 	cpu0 := cpuTime()
 	start := time.Now()
-	var wg sync.WaitGroup
-	for range o.Concurrency {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				lo := int(next.Add(int64(batch))) - batch
-				if lo >= n {
-					return
-				}
-				hi := min(lo+batch, n)
-				if err := insert(ctx, client, lo, hi); err != nil {
-					errc <- err
-					return
-				}
-				at := time.Now()
-				for i := lo; i < hi; i++ {
-					committed[i] = at
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errc)
-	if err := <-errc; err != nil {
+	committed, err := produce(ctx, client, o.Concurrency, n, batch)
+	if err != nil {
 		return nil, err
 	}
 	timedOut := false
@@ -243,6 +219,37 @@ func runRound[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], o Ri
 	res.Delivery = summarize(lat)
 	res.OK = once && failed == 0
 	return res, nil
+}
+
+// produce inserts jobs 0..n-1 from concurrency producers, batch jobs a
+// call, and returns when each insert returned (the job was durable).
+func produce[TTx any](ctx context.Context, client *river.Client[TTx], concurrency, n, batch int) ([]time.Time, error) {
+	committed := make([]time.Time, n)
+	var next atomic.Int64
+	errc := make(chan error, concurrency)
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				lo := int(next.Add(int64(batch))) - batch
+				if lo >= n {
+					return
+				}
+				hi := min(lo+batch, n)
+				if err := insert(ctx, client, lo, hi); err != nil {
+					errc <- err
+					return
+				}
+				at := time.Now()
+				for i := lo; i < hi; i++ {
+					committed[i] = at
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	return committed, <-errc
 }
 
 // insert puts jobs lo..hi-1 in one call: Insert for one, InsertMany for
