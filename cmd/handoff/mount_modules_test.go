@@ -77,13 +77,14 @@ export async function onChange(event, ctx) { ctx.log("info", label(event.docId))
 	}
 	put("c", "second rules")
 
-	// A misspelt handler export is refused the same way.
-	apptest.Write(t, dir, map[string]string{
-		"rules/refuse.js": `export function refuse(doc) { throw { forbidden: "third rules" }; }
-`,
-		"backend.js": `export async function onchange(event, ctx) {}
-`,
-	})
+	// A misspelt handler export is refused the same way. The export goes
+	// first: the watcher may deploy between the two writes, and with the
+	// export already misspelt every state it can see is refused alike
+	// (and the same error is logged once).
+	apptest.Write(t, dir, map[string]string{"backend.js": `export async function onchange(event, ctx) {}
+`})
+	apptest.Write(t, dir, map[string]string{"rules/refuse.js": `export function refuse(doc) { throw { forbidden: "third rules" }; }
+`})
 	waitFor(t, 20*time.Second, func() bool { return len(logs()) == 2 }, srv)
 	if msg, _ := logs()[1]["message"].(string); !strings.Contains(msg, "did you mean onChange?") {
 		t.Fatalf("refused export in the app's log: %v", logs()[1])
