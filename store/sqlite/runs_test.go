@@ -114,7 +114,8 @@ func TestRunsOutcomesNotWritten(t *testing.T) {
 // TestRunsFileRewrite: past its size limit the runs file is rewritten
 // with the runs in flight only, which still count after a crash.
 func TestRunsFileRewrite(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it lowers the package's runsMax, which every store
+	// of the other tests reads.
 	defer func(n int64) { runsMax = n }(runsMax)
 	runsMax = 4 * runLen
 	e, ss := newRunsEnv(t, 2)
