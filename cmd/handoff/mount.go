@@ -61,8 +61,13 @@ func (m mount) start(ctx context.Context, e *engine.Engine, dataDir string, log 
 		return err
 	}
 	w := &mountWatch{m: m, e: e, admin: admin, log: log}
+	// Stamped before the first deploy reads the folder: an edit made
+	// while it deploys, before the watcher starts, is not missed. (The
+	// stamp has no used files yet, so a build with some syncs once more,
+	// finding nothing to deploy.)
+	since := appdir.Stamp(m.dir, nil)
 	w.sync(ctx)
-	go appdir.Watch(ctx, m.dir, mountPoll, func() []string { return w.uses }, func() { w.sync(ctx) })
+	go appdir.Watch(ctx, m.dir, mountPoll, since, func() []string { return w.uses }, func() { w.sync(ctx) })
 	return nil
 }
 

@@ -128,7 +128,7 @@ func (c *cli) historyTransitions(ctx context.Context, app, field string) (map[js
 // interrupted.
 func (c *cli) testWatch(ctx context.Context, dir string, once func(context.Context) (bool, error)) error {
 	changed := make(chan struct{}, 1)
-	go appdir.Watch(ctx, dir, 300*time.Millisecond, func() []string { return nil }, func() {
+	go appdir.Watch(ctx, dir, 300*time.Millisecond, "", func() []string { return nil }, func() {
 		select {
 		case changed <- struct{}{}:
 		default:

@@ -156,9 +156,16 @@ func (c *Code) module(dir, name string) (string, error) {
 // of the last build (Code.Uses); it is called on Watch's goroutine only,
 // between calls of changed. Watch polls: one stat per file per interval
 // works the same on every file system, editors' atomic renames included.
-func Watch(ctx context.Context, dir string, interval time.Duration, uses func() []string, changed func()) {
+//
+// since is a Stamp of dir taken before the caller last read it, so an
+// edit made between that read and Watch's start is seen; "" starts from
+// dir as it is when Watch starts.
+func Watch(ctx context.Context, dir string, interval time.Duration, since string, uses func() []string, changed func()) {
 	stamp := func() string { return stamp(dir, uses()) }
-	last := stamp()
+	last := since
+	if last == "" {
+		last = stamp()
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -173,6 +180,9 @@ func Watch(ctx context.Context, dir string, interval time.Duration, uses func() 
 		}
 	}
 }
+
+// Stamp sums up dir and the used files in it now, as Watch compares it.
+func Stamp(dir string, uses []string) string { return stamp(dir, uses) }
 
 // stamp sums up every file in dir outside node_modules/ and hidden ones (so a module
 // created to satisfy a missing import counts too), the used files inside

@@ -30,7 +30,7 @@ func TestWatchSeesChanges(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	changed := make(chan struct{}, 10)
-	go Watch(ctx, dir, time.Millisecond, func() []string { return nil }, func() { changed <- struct{}{} })
+	go Watch(ctx, dir, time.Millisecond, "", func() []string { return nil }, func() { changed <- struct{}{} })
 	// The watcher's first stamp may be taken after this write; write until
 	// it reports, with a new size each time so the stamp must differ.
 	for i := 2; ; i++ {
@@ -40,6 +40,26 @@ func TestWatchSeesChanges(t *testing.T) {
 			return
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// TestWatchSinceAStamp: an edit made after the caller's stamp and before
+// the watcher starts is seen, though the watcher's own first look would
+// find nothing new.
+func TestWatchSinceAStamp(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, AccessFile)
+	os.WriteFile(path, []byte("a"), 0o644)
+	since := Stamp(dir, nil)
+	os.WriteFile(path, []byte("bb"), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changed := make(chan struct{}, 10)
+	go Watch(ctx, dir, time.Millisecond, since, func() []string { return nil }, func() { changed <- struct{}{} })
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the edit made before the watcher started was not seen")
 	}
 }
 
