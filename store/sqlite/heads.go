@@ -38,7 +38,6 @@ type head struct {
 	key    headKey
 	doc    store.Doc
 	grants []store.Grant
-	absent bool // not looked up: taken to be new, for the insert to confirm
 }
 
 type heads struct {

@@ -352,7 +352,7 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 	}
 	if _, err := w.st(saveHead).Exec(wr.AppID, wr.DB, wr.ID, wr.Rev, wr.Deleted, body, seq, t,
 		channels, len(grants) > 0); err != nil {
-		if cur.absent && isUnique(err) {
+		if saveHead == sqlNewHead && isUnique(err) {
 			return commitRes{err: store.ErrHeadMoved}, nil
 		}
 		return commitRes{}, err
@@ -394,7 +394,7 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 // from the database has grants nil: replaceGrants reads them if needed.
 // When the write takes the document to be new (assumeNew) and neither
 // holds it, the database is not asked: the head's insert will fail if
-// the document exists, and the head returned is marked absent.
+// the document exists.
 func (w *writer) current(k headKey, assumeNew bool) (*head, error) {
 	if h := w.staged[k]; h != nil {
 		return h, nil
@@ -404,7 +404,6 @@ func (w *writer) current(k headKey, assumeNew bool) (*head, error) {
 	}
 	h := &head{key: k}
 	if assumeNew {
-		h.absent = true
 		return h, nil
 	}
 	err := w.st(sqlHead).QueryRow(k.app, k.db, k.id).Scan(&h.doc.Rev, &h.doc.HasGrants)
