@@ -96,6 +96,19 @@ func (g *rig) commit(id string) int64 {
 	return seq
 }
 
+// advance moves the clock by d once the runner is idle: a run that has
+// failed arms its backoff when it settles, which may come after the
+// outbox shows the event.
+func (g *rig) advance(d time.Duration) {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := g.clk.WaitIdle(ctx); err != nil {
+		g.t.Fatalf("the runner never went idle: %v", err)
+	}
+	g.clk.Advance(d)
+}
+
 // outbox waits until the app's live events are want (by seq).
 func (g *rig) outbox(want ...int64) {
 	g.t.Helper()
@@ -142,7 +155,7 @@ func TestRunnerDeliversAndSettles(t *testing.T) {
 	}
 	g.outbox(s2)
 	// The retry falls due after the first backoff (10 s, ± 10%).
-	g.clk.Advance(12 * time.Second)
+	g.advance(12 * time.Second)
 	if ev := <-runs; ev.Seq != s2 || ev.Attempt != 2 {
 		t.Fatalf("after the backoff: seq %d attempt %d, want seq %d attempt 2", ev.Seq, ev.Attempt, s2)
 	}
@@ -168,10 +181,7 @@ func TestRunnerTicksOnTheClock(t *testing.T) {
 	b.Cfg.Scheduled.Interval, b.Cfg.Scheduled.Timeout = 5*time.Second, time.Minute
 	g := newRig(t, b)
 	for range 2 {
-		for g.clk.Pending() == 0 {
-			time.Sleep(time.Millisecond)
-		}
-		g.clk.Advance(5 * time.Second)
+		g.advance(5 * time.Second)
 		at := <-ticks
 		if at%5000 != 0 {
 			t.Fatalf("tick planned at %d ms, not on the interval", at)
