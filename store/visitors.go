@@ -55,3 +55,32 @@ type Passkey struct {
 	Data    []byte
 	Created time.Time
 }
+
+// TicketArgs are t's values for the columns (hash, app_id, kind, user,
+// data, expires, created); an Expires of zero is stored as 0.
+func TicketArgs(t Ticket) []any {
+	var expires int64
+	if !t.Expires.IsZero() {
+		expires = t.Expires.UnixNano()
+	}
+	return []any{t.Hash, t.AppID, t.Kind, t.User, t.Data, expires, t.Created.UnixNano()}
+}
+
+// ScanTakenTicket reads the (user, data, expires, created) a driver's
+// delete of ticket (appID, kind, hash) returned. ErrNotFound if it
+// expired before now: the delete removed it either way.
+func ScanTakenTicket(row Row, appID int64, kind string, hash []byte, now time.Time) (*Ticket, error) {
+	t := Ticket{AppID: appID, Kind: kind, Hash: hash}
+	var expires, created int64
+	if err := row.Scan(&t.User, &t.Data, &expires, &created); err != nil {
+		return nil, err
+	}
+	t.Created = time.Unix(0, created)
+	if expires != 0 {
+		t.Expires = time.Unix(0, expires)
+		if t.Expires.Before(now) {
+			return nil, ErrNotFound
+		}
+	}
+	return &t, nil
+}

@@ -19,9 +19,7 @@ import (
 // again (at least once). Times are the callers' clocks (the engine's), in
 // nanoseconds, as everywhere in this store.
 
-const eventCols = `e.seq, e.depth, e.origin, e.attempts, e.next_at, e.dead, e.last_error, e.running,
-	r.db, r.id, r.rev, r.deleted, r.body, r.time, r.writer_user, r.writer_device, r.writer_handler, r.path, r.channels,
-	o.seq, o.rev, o.deleted, o.body`
+var eventCols = store.EventCols("r.writer_user, r.writer_device, r.writer_handler")
 
 // claimCols is eventCols with the attempts and the running mark as the
 // claim found them (picked p), before a Claim.Start marked the run.

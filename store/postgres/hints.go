@@ -15,31 +15,21 @@ import (
 // the commit checks every write's base rev against the locked head, so a
 // stale hint costs one retry, never a wrong write.
 
-const (
-	// maxHints and maxHintBytes bound the memory: enough for the heads a
-	// busy node is working on, nowhere near a whole database.
-	maxHints     = 16384
-	maxHintBytes = 32 << 20
-	// maxHintBody keeps big documents out: one would crowd out many.
-	maxHintBody = 64 << 10
-)
-
-type hintKey struct {
-	app    int64
-	db, id string
-}
+// maxHints bounds the entries (and store.HeadCacheBytes their size):
+// enough for the heads a busy node is working on.
+const maxHints = 16384
 
 // hints maps documents to their latest known heads. Eviction is by
 // whichever entry the map yields first, which is as good as any order for
 // hints: a miss costs only the read it would have saved.
 type hints struct {
 	mu    sync.Mutex
-	m     map[hintKey]*store.Doc
+	m     map[store.DocKey]*store.Doc
 	bytes int
 }
 
-func docBytes(k hintKey, d *store.Doc) int {
-	n := 160 + len(k.db) + len(k.id) + len(d.Rev) + len(d.Body)
+func docBytes(k store.DocKey, d *store.Doc) int {
+	n := 160 + len(k.DB) + len(k.ID) + len(d.Rev) + len(d.Body)
 	for _, c := range d.Channels {
 		n += 16 + len(c)
 	}
@@ -48,7 +38,7 @@ func docBytes(k hintKey, d *store.Doc) int {
 
 // put remembers d as the head of k unless a later head is known already:
 // two commits of one document may finish in either order here.
-func (h *hints) put(k hintKey, d *store.Doc) {
+func (h *hints) put(k store.DocKey, d *store.Doc) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	old := h.m[k]
@@ -59,15 +49,15 @@ func (h *hints) put(k hintKey, d *store.Doc) {
 		h.bytes -= docBytes(k, old)
 		delete(h.m, k)
 	}
-	if len(d.Body) > maxHintBody {
+	if len(d.Body) > store.HeadCacheBodyMax {
 		return
 	}
 	if h.m == nil {
-		h.m = map[hintKey]*store.Doc{}
+		h.m = map[store.DocKey]*store.Doc{}
 	}
 	n := docBytes(k, d)
 	for kk, dd := range h.m {
-		if len(h.m) < maxHints && h.bytes+n <= maxHintBytes {
+		if len(h.m) < maxHints && h.bytes+n <= store.HeadCacheBytes {
 			break
 		}
 		h.bytes -= docBytes(kk, dd)
@@ -77,14 +67,14 @@ func (h *hints) put(k hintKey, d *store.Doc) {
 	h.bytes += n
 }
 
-func (h *hints) get(k hintKey) *store.Doc {
+func (h *hints) get(k store.DocKey) *store.Doc {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.m[k]
 }
 
 // drop forgets k, whose hint proved stale.
-func (h *hints) drop(k hintKey) {
+func (h *hints) drop(k store.DocKey) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if old := h.m[k]; old != nil {
@@ -96,7 +86,7 @@ func (h *hints) drop(k hintKey) {
 // HeadHint returns the latest head of the document this node committed or
 // read, or nil; see store.HeadHinter.
 func (s *Store) HeadHint(appID int64, db, id string) *store.Doc {
-	return s.hints.get(hintKey{appID, db, id})
+	return s.hints.get(store.DocKey{App: appID, DB: db, ID: id})
 }
 
 // committedHead is the head a committed write leaves, as Get reads it.

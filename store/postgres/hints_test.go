@@ -78,7 +78,7 @@ func TestHeadHints(t *testing.T) {
 		t.Fatal(err)
 	}
 	same("b") // Get brought it back
-	big := `{"s":"` + strings.Repeat("x", maxHintBody) + `"}`
+	big := `{"s":"` + strings.Repeat("x", store.HeadCacheBodyMax) + `"}`
 	if _, err := st.Commit(ctx, doc(app, "b", "2-b", "3-c", big)); err != nil {
 		t.Fatal(err)
 	}
@@ -94,12 +94,12 @@ func TestHintsBounded(t *testing.T) {
 	var h hints
 	body := []byte(strings.Repeat("x", 4096))
 	for i := range 3 * maxHints {
-		h.put(hintKey{1, "d", string(rune(i))}, &store.Doc{Rev: "1-a", Seq: int64(i), Body: body})
-		if len(h.m) > maxHints || h.bytes > maxHintBytes {
+		h.put(store.DocKey{App: 1, DB: "d", ID: string(rune(i))}, &store.Doc{Rev: "1-a", Seq: int64(i), Body: body})
+		if len(h.m) > maxHints || h.bytes > store.HeadCacheBytes {
 			t.Fatalf("after %d puts: %d hints, %d bytes", i+1, len(h.m), h.bytes)
 		}
 	}
-	k := hintKey{2, "d", "x"}
+	k := store.DocKey{App: 2, DB: "d", ID: "x"}
 	h.put(k, &store.Doc{Rev: "2-b", Seq: 10})
 	h.put(k, &store.Doc{Rev: "1-a", Seq: 9})
 	if d := h.get(k); d.Rev != "2-b" {

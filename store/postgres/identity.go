@@ -11,8 +11,7 @@ import (
 )
 
 func (s *Store) CreateUser(ctx context.Context, u store.User) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO users (name, admin, created, app, password_hash) VALUES ($1, $2, $3, $4, $5)`,
-		u.Name, u.Admin, u.Created.UnixNano(), u.App, u.PasswordHash)
+	_, err := s.pool.Exec(ctx, `INSERT INTO users (`+store.UserCols+`) VALUES ($1, $2, $3, $4, $5)`, store.UserArgs(u)...)
 	if isUnique(err) {
 		return store.ErrExists
 	}
@@ -20,18 +19,11 @@ func (s *Store) CreateUser(ctx context.Context, u store.User) error {
 }
 
 func (s *Store) User(ctx context.Context, name string) (*store.User, error) {
-	u := store.User{Name: name}
-	var t int64
-	err := s.pool.QueryRow(ctx, `SELECT admin, created, app, password_hash FROM users WHERE name = $1`, name).
-		Scan(&u.Admin, &t, &u.App, &u.PasswordHash)
+	u, err := store.ScanUser(s.pool.QueryRow(ctx, `SELECT `+store.UserCols+` FROM users WHERE name = $1`, name))
 	if noRows(err) {
 		return nil, store.ErrNotFound
 	}
-	if err != nil {
-		return nil, err
-	}
-	u.Created = fromNanos(t)
-	return &u, nil
+	return u, err
 }
 
 func (s *Store) AddToken(ctx context.Context, user string, hash []byte) error {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -45,8 +44,7 @@ func fieldExpr(col, field string) (string, error) {
 }
 
 func indexName(field string) string {
-	h := sha256.Sum256([]byte(field))
-	return "docs_field_" + hex.EncodeToString(h[:8])
+	return store.FieldIndexName("docs_field_", field)
 }
 
 // loadIndexes learns the valid field indexes that exist, so queries of

@@ -1,10 +1,7 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -33,8 +30,7 @@ import (
 const rangeKeyChars = 128
 
 func rangeIndexName(field string) string {
-	h := sha256.Sum256([]byte(field))
-	return "docs_range_" + hex.EncodeToString(h[:8])
+	return store.FieldIndexName("docs_range_", field)
 }
 
 // rangeExprs are the rank, num, skey and full string expressions of a
@@ -69,10 +65,8 @@ type rangeBound struct {
 }
 
 func parseBound(key []byte) (rangeBound, error) {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(key))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
+	v, err := store.DecodeKey(key)
+	if err != nil {
 		return rangeBound{}, fmt.Errorf("range bound is not JSON: %w", err)
 	}
 	switch x := v.(type) {

@@ -18,7 +18,7 @@ func (s *Store) Get(ctx context.Context, appID int64, db, id string) (*store.Doc
 	var t int64
 	err := s.pool.QueryRow(ctx, `SELECT rev, deleted, body_text, seq, time, channels, has_grants FROM docs WHERE app_id = $1 AND db = $2 AND id = $3`,
 		appID, db, id).Scan(&d.Rev, &d.Deleted, &body, &d.Seq, &t, &ch, &d.HasGrants)
-	k := hintKey{appID, db, id}
+	k := store.DocKey{App: appID, DB: db, ID: id}
 	if noRows(err) {
 		s.hints.drop(k)
 		return nil, nil

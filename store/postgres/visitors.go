@@ -23,12 +23,8 @@ func (s *Store) PutTicket(ctx context.Context, t store.Ticket) error {
 	if _, err := s.pool.Exec(ctx, `DELETE FROM tickets WHERE expires > 0 AND expires < $1`, t.Created.UnixNano()); err != nil {
 		return err
 	}
-	var expires int64
-	if !t.Expires.IsZero() {
-		expires = t.Expires.UnixNano()
-	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO tickets (hash, app_id, kind, user_name, data, expires, created) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		t.Hash, t.AppID, t.Kind, t.User, t.Data, expires, t.Created.UnixNano())
+		store.TicketArgs(t)...)
 	if isUnique(err) {
 		return store.ErrExists
 	}
@@ -36,24 +32,12 @@ func (s *Store) PutTicket(ctx context.Context, t store.Ticket) error {
 }
 
 func (s *Store) TakeTicket(ctx context.Context, appID int64, kind string, hash []byte, now time.Time) (*store.Ticket, error) {
-	t := store.Ticket{AppID: appID, Kind: kind, Hash: hash}
-	var expires, created int64
-	err := s.pool.QueryRow(ctx, `DELETE FROM tickets WHERE hash = $1 AND app_id = $2 AND kind = $3 RETURNING user_name, data, expires, created`,
-		hash, appID, kind).Scan(&t.User, &t.Data, &expires, &created)
+	t, err := store.ScanTakenTicket(s.pool.QueryRow(ctx, `DELETE FROM tickets WHERE hash = $1 AND app_id = $2 AND kind = $3
+		RETURNING user_name, data, expires, created`, hash, appID, kind), appID, kind, hash, now)
 	if noRows(err) {
 		return nil, store.ErrNotFound
 	}
-	if err != nil {
-		return nil, err
-	}
-	t.Created = fromNanos(created)
-	if expires != 0 {
-		t.Expires = fromNanos(expires)
-		if t.Expires.Before(now) {
-			return nil, store.ErrNotFound
-		}
-	}
-	return &t, nil
+	return t, err
 }
 
 func (s *Store) AddPasskey(ctx context.Context, p store.Passkey) error {

@@ -309,7 +309,7 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 	tally := queueGrants(grants, app, keys, states)
 	if len(accepted) == 0 {
 		for _, k := range keys {
-			s.hints.drop(hintKey{app, k.db, k.id}) // their heads moved
+			s.hints.drop(store.DocKey{App: app, DB: k.db, ID: k.id}) // their heads moved
 		}
 		return false, nil
 	}
@@ -530,7 +530,7 @@ func (t *writeTrip) send(ctx context.Context, c *pgx.Conn) (retry bool, err erro
 func (s *Store) hintHeads(app int64, batch []*commitReq, accepted []int, keys []docKey, states map[docKey]*docState, last int64) {
 	n := int64(len(accepted))
 	for _, k := range keys {
-		hk := hintKey{app, k.db, k.id}
+		hk := store.DocKey{App: app, DB: k.db, ID: k.id}
 		if st := states[k]; st.last >= 0 {
 			s.hints.put(hk, committedHead(batch[accepted[st.last]].w, last-n+int64(st.last)+1, st.hasGrants))
 		} else {

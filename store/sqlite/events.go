@@ -10,9 +10,7 @@ import (
 	"github.com/handoff-run/handoff/store"
 )
 
-const eventCols = `e.seq, e.depth, e.origin, e.attempts, e.next_at, e.dead, e.last_error, e.running,
-	r.db, r.id, r.rev, r.deleted, r.body, r.time, r.user, r.device, r.handler, r.path, r.channels,
-	o.seq, o.rev, o.deleted, o.body`
+var eventCols = store.EventCols("r.user, r.device, r.handler")
 
 const eventFrom = ` FROM events e
 	JOIN revisions r ON r.app_id = e.app_id AND r.seq = e.seq

@@ -19,36 +19,25 @@ import (
 // what the database would tell someone who saw the commit. Readers never
 // fill it, so a slow read cannot put an old head back. Like the event
 // leases, this relies on one process owning the file.
-const (
-	headsMax      = 8192
-	headsBytesMax = 32 << 20
-	// headBodyMax keeps big documents out: they cost more memory than a
-	// read saves.
-	headBodyMax = 64 << 10
-)
-
-type headKey struct {
-	app    int64
-	db, id string
-}
+const headsMax = 8192
 
 // head is a committed head with its grants, which the writer compares
 // with a write's new grants instead of reading them back.
 type head struct {
-	key    headKey
+	key    store.DocKey
 	doc    store.Doc
 	grants []store.Grant
 }
 
 type heads struct {
 	mu    sync.Mutex
-	m     map[headKey]*list.Element
+	m     map[store.DocKey]*list.Element
 	lru   list.List // front: most recently used
 	bytes int       // bodies held
 }
 
 // get returns a copy of the cached head, or nil.
-func (h *heads) get(k headKey) *head {
+func (h *heads) get(k store.DocKey) *head {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	el := h.m[k]
@@ -65,17 +54,17 @@ func (h *heads) put(hs []*head) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.m == nil {
-		h.m = map[headKey]*list.Element{}
+		h.m = map[store.DocKey]*list.Element{}
 	}
 	for _, c := range hs {
 		h.remove(c.key)
-		if len(c.doc.Body) > headBodyMax {
+		if len(c.doc.Body) > store.HeadCacheBodyMax {
 			continue
 		}
 		h.m[c.key] = h.lru.PushFront(c)
 		h.bytes += len(c.doc.Body)
 	}
-	for len(h.m) > headsMax || h.bytes > headsBytesMax {
+	for len(h.m) > headsMax || h.bytes > store.HeadCacheBytes {
 		h.remove(h.lru.Back().Value.(*head).key)
 	}
 }
@@ -91,7 +80,7 @@ func (h *heads) forget(hs []*head) {
 	}
 }
 
-func (h *heads) remove(k headKey) {
+func (h *heads) remove(k store.DocKey) {
 	if el := h.m[k]; el != nil {
 		h.bytes -= len(el.Value.(*head).doc.Body)
 		h.lru.Remove(el)
@@ -106,5 +95,5 @@ func headOf(wr *store.Write, seq int64, grants []store.Grant) *head {
 	if !wr.Deleted {
 		d.Body = slices.Clone(wr.Body) // the caller's buffer is its own
 	}
-	return &head{key: headKey{wr.AppID, wr.DB, wr.ID}, doc: d, grants: slices.Clone(grants)}
+	return &head{key: store.DocKey{App: wr.AppID, DB: wr.DB, ID: wr.ID}, doc: d, grants: slices.Clone(grants)}
 }

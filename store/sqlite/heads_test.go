@@ -61,30 +61,30 @@ func TestHeadsBounded(t *testing.T) {
 	var h heads
 	var hs []*head
 	for i := range headsMax + 10 {
-		hs = append(hs, &head{key: headKey{1, "d", fmt.Sprint(i)}, doc: store.Doc{Rev: "1-a"}})
+		hs = append(hs, &head{key: store.DocKey{App: 1, DB: "d", ID: fmt.Sprint(i)}, doc: store.Doc{Rev: "1-a"}})
 	}
 	h.put(hs)
 	if len(h.m) != headsMax || h.lru.Len() != headsMax {
 		t.Fatalf("%d heads cached, want %d", len(h.m), headsMax)
 	}
-	if h.get(headKey{1, "d", "0"}) != nil || h.get(headKey{1, "d", fmt.Sprint(headsMax + 9)}) == nil {
+	if h.get(store.DocKey{App: 1, DB: "d", ID: "0"}) != nil || h.get(store.DocKey{App: 1, DB: "d", ID: fmt.Sprint(headsMax + 9)}) == nil {
 		t.Fatal("the oldest heads should go first")
 	}
-	big := &head{key: headKey{1, "d", "5000"}, doc: store.Doc{Rev: "2-b", Body: bytes.Repeat([]byte("x"), headBodyMax+1)}}
+	big := &head{key: store.DocKey{App: 1, DB: "d", ID: "5000"}, doc: store.Doc{Rev: "2-b", Body: bytes.Repeat([]byte("x"), store.HeadCacheBodyMax+1)}}
 	h.put([]*head{big})
 	if h.get(big.key) != nil {
-		t.Fatal("a document over headBodyMax was cached")
+		t.Fatal("a document over store.HeadCacheBodyMax was cached")
 	}
 	// And by bytes.
 	var b heads
-	for i := range headsBytesMax/headBodyMax + 10 {
-		b.put([]*head{{key: headKey{1, "d", fmt.Sprint(i)}, doc: store.Doc{Body: make([]byte, headBodyMax)}}})
+	for i := range store.HeadCacheBytes/store.HeadCacheBodyMax + 10 {
+		b.put([]*head{{key: store.DocKey{App: 1, DB: "d", ID: fmt.Sprint(i)}, doc: store.Doc{Body: make([]byte, store.HeadCacheBodyMax)}}})
 	}
-	if b.bytes > headsBytesMax {
-		t.Fatalf("%d bytes of heads cached, bound %d", b.bytes, headsBytesMax)
+	if b.bytes > store.HeadCacheBytes {
+		t.Fatalf("%d bytes of heads cached, bound %d", b.bytes, store.HeadCacheBytes)
 	}
 	// A head about to be replaced is read from the database until put.
-	k := headKey{1, "d", fmt.Sprint(headsBytesMax/headBodyMax + 9)}
+	k := store.DocKey{App: 1, DB: "d", ID: fmt.Sprint(store.HeadCacheBytes/store.HeadCacheBodyMax + 9)}
 	b.forget([]*head{{key: k}})
 	if b.get(k) != nil {
 		t.Fatal("a head being replaced is still served from memory")

@@ -20,8 +20,7 @@ func isUnique(err error) bool {
 }
 
 func (s *Store) CreateUser(ctx context.Context, u store.User) error {
-	_, err := s.wdb.ExecContext(ctx, `INSERT INTO users (name, admin, created, app, password_hash) VALUES (?, ?, ?, ?, ?)`,
-		u.Name, u.Admin, u.Created.UnixNano(), u.App, u.PasswordHash)
+	_, err := s.wdb.ExecContext(ctx, `INSERT INTO users (`+store.UserCols+`) VALUES (?, ?, ?, ?, ?)`, store.UserArgs(u)...)
 	if isUnique(err) {
 		return store.ErrExists
 	}
@@ -29,18 +28,11 @@ func (s *Store) CreateUser(ctx context.Context, u store.User) error {
 }
 
 func (s *Store) User(ctx context.Context, name string) (*store.User, error) {
-	u := store.User{Name: name}
-	var t int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT admin, created, app, password_hash FROM users WHERE name = ?`, name).
-		Scan(&u.Admin, &t, &u.App, &u.PasswordHash)
+	u, err := store.ScanUser(s.rdb.QueryRowContext(ctx, `SELECT `+store.UserCols+` FROM users WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
-	if err != nil {
-		return nil, err
-	}
-	u.Created = time.Unix(0, t)
-	return &u, nil
+	return u, err
 }
 
 func (s *Store) AddToken(ctx context.Context, user string, hash []byte) error {

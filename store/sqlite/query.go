@@ -3,8 +3,6 @@ package sqlite
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -26,8 +24,7 @@ func jsonPath(field string) string {
 }
 
 func indexName(field string) string {
-	h := sha256.Sum256([]byte(field))
-	return "docs_field_" + hex.EncodeToString(h[:8])
+	return store.FieldIndexName("docs_field_", field)
 }
 
 func (s *Store) loadIndexes() error {
@@ -153,10 +150,8 @@ func rangeValue(key []byte) (any, error) {
 // the json_type names that may match, so that true never matches 1 and
 // "1" never matches 1.
 func keyValue(key []byte) (any, string, error) {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(key))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
+	v, err := store.DecodeKey(key)
+	if err != nil {
 		return nil, "", fmt.Errorf("query key is not JSON: %w", err)
 	}
 	switch x := v.(type) {

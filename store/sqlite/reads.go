@@ -52,7 +52,7 @@ func (r *readStmts) close() {
 // Get answers from the writer's cache of heads when it can; see heads.
 // Callers must not change the returned Body.
 func (s *Store) Get(ctx context.Context, appID int64, db, id string) (*store.Doc, error) {
-	if h := s.heads.get(headKey{appID, db, id}); h != nil {
+	if h := s.heads.get(store.DocKey{App: appID, DB: db, ID: id}); h != nil {
 		return &h.doc, nil
 	}
 	d := store.Doc{DB: db, ID: id}

@@ -83,7 +83,7 @@ func (r *recentEvents) add(evs []recentEvent) {
 		if ev.Seq <= ar.covered {
 			continue
 		}
-		if re.hole || eventBytes(&ev) > headBodyMax {
+		if re.hole || eventBytes(&ev) > store.HeadCacheBodyMax {
 			r.forget(ar, len(ar.evs))
 			ar.covered = ev.Seq
 			continue

@@ -139,13 +139,13 @@ func TestRecentEventsBounded(t *testing.T) {
 	}
 	// Bodies count too: a big one stays the database's, and many middling
 	// ones shed the oldest.
-	huge := store.Event{AppID: 3, Seq: 1, Rev: store.Revision{Doc: store.Doc{Body: make([]byte, headBodyMax+1)}}}
+	huge := store.Event{AppID: 3, Seq: 1, Rev: store.Revision{Doc: store.Doc{Body: make([]byte, store.HeadCacheBodyMax+1)}}}
 	r.add([]recentEvent{{ev: huge}})
 	if r.apps[3].covered != 1 || len(r.apps[3].evs) != 0 {
-		t.Fatalf("a %d-byte event was kept in memory", headBodyMax+1)
+		t.Fatalf("a %d-byte event was kept in memory", store.HeadCacheBodyMax+1)
 	}
-	for seq := int64(2); seq < 2+2*recentBytesMax/headBodyMax; seq++ {
-		r.add([]recentEvent{{ev: store.Event{AppID: 3, Seq: seq, Rev: store.Revision{Doc: store.Doc{Body: make([]byte, headBodyMax)}}}}})
+	for seq := int64(2); seq < 2+2*recentBytesMax/store.HeadCacheBodyMax; seq++ {
+		r.add([]recentEvent{{ev: store.Event{AppID: 3, Seq: seq, Rev: store.Revision{Doc: store.Doc{Body: make([]byte, store.HeadCacheBodyMax)}}}}})
 	}
 	if r.bytes > recentBytesMax {
 		t.Fatalf("%d bytes of events held, bound %d", r.bytes, recentBytesMax)

@@ -24,7 +24,7 @@ func (s *Store) PutTicket(ctx context.Context, t store.Ticket) error {
 		return err
 	}
 	_, err := s.wdb.ExecContext(ctx, `INSERT INTO tickets (hash, app_id, kind, user, data, expires, created) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		t.Hash, t.AppID, t.Kind, t.User, t.Data, nanosOrZero(t.Expires), t.Created.UnixNano())
+		store.TicketArgs(t)...)
 	if isUnique(err) {
 		return store.ErrExists
 	}
@@ -32,24 +32,12 @@ func (s *Store) PutTicket(ctx context.Context, t store.Ticket) error {
 }
 
 func (s *Store) TakeTicket(ctx context.Context, appID int64, kind string, hash []byte, now time.Time) (*store.Ticket, error) {
-	t := store.Ticket{AppID: appID, Kind: kind, Hash: hash}
-	var expires, created int64
-	err := s.wdb.QueryRowContext(ctx, `DELETE FROM tickets WHERE hash = ? AND app_id = ? AND kind = ? RETURNING user, data, expires, created`,
-		hash, appID, kind).Scan(&t.User, &t.Data, &expires, &created)
+	t, err := store.ScanTakenTicket(s.wdb.QueryRowContext(ctx, `DELETE FROM tickets WHERE hash = ? AND app_id = ? AND kind = ?
+		RETURNING user, data, expires, created`, hash, appID, kind), appID, kind, hash, now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
-	if err != nil {
-		return nil, err
-	}
-	t.Created = time.Unix(0, created)
-	if expires != 0 {
-		t.Expires = time.Unix(0, expires)
-		if t.Expires.Before(now) {
-			return nil, store.ErrNotFound
-		}
-	}
-	return &t, nil
+	return t, err
 }
 
 func (s *Store) AddPasskey(ctx context.Context, p store.Passkey) error {
@@ -112,12 +100,4 @@ func affectedOne(res sql.Result, err error) error {
 		return store.ErrNotFound
 	}
 	return nil
-}
-
-// nanosOrZero keeps the zero time as 0, "never".
-func nanosOrZero(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
 }

@@ -81,7 +81,7 @@ type writer struct {
 	// heads is the store's cache of committed heads; staged are the heads
 	// this transaction wrote, cached once it commits.
 	heads  *heads
-	staged map[headKey]*head
+	staged map[store.DocKey]*head
 	order  []*head
 	// recent is the store's memory of unclaimed events; events are this
 	// transaction's, added once it commits.
@@ -117,7 +117,7 @@ const (
 )
 
 func newWriter(db *sql.DB) (*writer, error) {
-	w := &writer{db: db, staged: map[headKey]*head{}, seqs: map[int64]int64{}, dbs: map[dbKey]bool{}, stmts: map[string]*sql.Stmt{}, txStmts: map[string]*sql.Stmt{}}
+	w := &writer{db: db, staged: map[store.DocKey]*head{}, seqs: map[int64]int64{}, dbs: map[dbKey]bool{}, stmts: map[string]*sql.Stmt{}, txStmts: map[string]*sql.Stmt{}}
 	for _, q := range []string{sqlHead, sqlAppSeq, sqlSetSeq, sqlAddDB, sqlLedger, sqlNewHead, sqlSaveHead, sqlDropGrants, sqlAddGrant, sqlAddEvent,
 		sqlDocGrants, sqlCountAdd, sqlCountDrop, sqlAckEvents} {
 		st, err := db.Prepare(q)
@@ -317,7 +317,7 @@ func (w *writer) tx(batch []*commitReq, results []commitRes) (err error) {
 // apply writes one revision inside tx. A head that moved is an answer for
 // that write, not a failure of the batch.
 func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
-	k := headKey{wr.AppID, wr.DB, wr.ID}
+	k := store.DocKey{App: wr.AppID, DB: wr.DB, ID: wr.ID}
 	cur, err := w.current(k, wr.BaseRev == "")
 	if err != nil {
 		return commitRes{}, err
@@ -395,7 +395,7 @@ func (w *writer) apply(tx *sql.Tx, wr *store.Write) (commitRes, error) {
 // When the write takes the document to be new (assumeNew) and neither
 // holds it, the database is not asked: the head's insert will fail if
 // the document exists.
-func (w *writer) current(k headKey, assumeNew bool) (*head, error) {
+func (w *writer) current(k store.DocKey, assumeNew bool) (*head, error) {
 	if h := w.staged[k]; h != nil {
 		return h, nil
 	}
@@ -406,7 +406,7 @@ func (w *writer) current(k headKey, assumeNew bool) (*head, error) {
 	if assumeNew {
 		return h, nil
 	}
-	err := w.st(sqlHead).QueryRow(k.app, k.db, k.id).Scan(&h.doc.Rev, &h.doc.HasGrants)
+	err := w.st(sqlHead).QueryRow(k.App, k.DB, k.ID).Scan(&h.doc.Rev, &h.doc.HasGrants)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, err
 	}
