@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/handoff-run/handoff/internal/pgtest/pgstore"
 )
 
 var binary string // the handoff binary under test
@@ -37,7 +39,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := pgstore.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

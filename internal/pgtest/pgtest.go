@@ -6,8 +6,6 @@ package pgtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/url"
 	"os"
 	"strconv"
@@ -57,37 +55,47 @@ func Need(t testing.TB) string {
 	return baseURL
 }
 
-// Fresh creates an empty database for one test, drops it when the test
-// ends, and returns its URL with a pool of at most maxConns connections.
+// Fresh gives one test a database with no rows in it, and returns its URL
+// with a pool of at most maxConns connections. Under Main it holds the
+// schema Main's prepare makes (made for this test or kept from an
+// earlier one); otherwise it is empty, and dropped when the test ends.
 func Fresh(t testing.TB, maxConns int) string {
 	t.Helper()
 	base := Need(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "handoff_test_" + hex.EncodeToString(b[:])
-	admin := func(sql string) error {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := admin(`CREATE DATABASE ` + name); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
+	name, err := take(base)
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := admin(`DROP DATABASE IF EXISTS ` + name + ` WITH (FORCE)`); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
+		if err := give(base, name); err != nil {
+			t.Error(err)
 		}
 	})
-	u, err := url.Parse(base)
+	return withPool(t, dbURL(base, name), maxConns)
+}
+
+// Empty creates an empty database for one test, even under Main (for
+// tests of what prepares a schema), and drops it when the test ends.
+func Empty(t testing.TB, maxConns int) string {
+	t.Helper()
+	base := Need(t)
+	name, err := create(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := drop(base, name); err != nil {
+			t.Error(err)
+		}
+	})
+	return withPool(t, dbURL(base, name), maxConns)
+}
+
+func withPool(t testing.TB, raw string, maxConns int) string {
+	u, err := url.Parse(raw)
 	if err != nil {
 		t.Fatalf("HANDOFF_TEST_POSTGRES must be a postgres:// URL: %v", err)
 	}
-	u.Path = "/" + name
 	q := u.Query()
 	q.Set("pool_max_conns", strconv.Itoa(maxConns))
 	u.RawQuery = q.Encode()

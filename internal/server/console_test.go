@@ -292,14 +292,30 @@ func findChromium(t *testing.T) string {
 	return ""
 }
 
-func newBrowser(t *testing.T) *browser {
-	t.Helper()
-	path := findChromium(t)
+// chromium is the one Chromium process the package's browser tests
+// share: starting one costs about two seconds of CPU. Each test has a
+// browser context of its own (cookies, storage, cache), as a new
+// profile would give it.
+var chromium struct {
+	once   sync.Once
+	ctx    context.Context // the browser's
+	cancel func()
+	err    error
+}
+
+// closeChromium ends the shared Chromium, if a test started it.
+func closeChromium() {
+	if chromium.cancel != nil {
+		chromium.cancel()
+	}
+}
+
+func startChromium(path string) {
 	dir, err := os.MkdirTemp("", "handoff-chromium-")
 	if err != nil {
-		t.Fatal(err)
+		chromium.err = err
+		return
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(path),
 		chromedp.Flag("headless", true),
@@ -315,13 +331,27 @@ func newBrowser(t *testing.T) *browser {
 		chromedp.WindowSize(1280, 900),
 	)
 	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() {
+	chromium.ctx = ctx
+	chromium.cancel = func() {
 		cancel()
 		cancelAlloc()
-	})
+		os.RemoveAll(dir)
+	}
+	chromium.err = chromedp.Do(ctx) // starts the browser
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	path := findChromium(t)
+	chromium.once.Do(func() { startChromium(path) })
+	if chromium.err != nil {
+		t.Fatalf("starting Chromium: %v", chromium.err)
+	}
+	ctx, cancel := chromedp.NewContext(chromium.ctx, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
 	b := &browser{t: t, ctx: ctx}
-	if err := chromedp.Do(ctx); err != nil { // starts the browser and opens the tab
-		t.Fatalf("starting Chromium: %v", err)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900)); err != nil { // opens the tab
+		t.Fatalf("opening a tab in Chromium: %v", err)
 	}
 	exceptions := chromedp.Events(ctx, cdpruntime.ExceptionThrown)
 	console := chromedp.Events(ctx, cdpruntime.ConsoleAPICalled)

@@ -13,7 +13,8 @@ import (
 // needPostgres and freshDB: see internal/pgtest.
 func needPostgres(t testing.TB) string { return pgtest.Need(t) }
 
-// freshDB creates an empty database for one test; parallel tests take a
+// freshDB gives one test a database with the schema and no rows (see
+// pgtest.Main); parallel tests take a
 // slot each so their connections fit max_connections.
 func freshDB(t testing.TB) string {
 	t.Helper()
@@ -21,6 +22,15 @@ func freshDB(t testing.TB) string {
 	dbSlots <- struct{}{}
 	t.Cleanup(func() { <-dbSlots })
 	return pgtest.Fresh(t, 8)
+}
+
+// emptyDB is freshDB without the schema.
+func emptyDB(t testing.TB) string {
+	t.Helper()
+	pgtest.Need(t)
+	dbSlots <- struct{}{}
+	t.Cleanup(func() { <-dbSlots })
+	return pgtest.Empty(t, 8)
 }
 
 // dbSlots bounds the test databases in use at once (the conformance

@@ -391,7 +391,7 @@ func commitMany(t *testing.T, st *Store, app int64, n int, body func(i int) stri
 // apply each migration once; a database newer than the code is refused.
 func TestMigrationsConcurrent(t *testing.T) {
 	t.Parallel()
-	dbURL := freshDB(t)
+	dbURL := emptyDB(t)
 	var wg sync.WaitGroup
 	stores := make([]*Store, 4)
 	for i := range stores {
