@@ -120,6 +120,9 @@ func newLab(t *testing.T) *lab {
 	}
 	l.ok(l.as("alice", "app", "create", app))
 	l.ok(l.as("alice", "deploy", "--app", app, "."))
+	// The access deadline is a CPU budget, not the subject here: beside
+	// a loaded suite one small call can take past the default 100ms.
+	l.ok(l.as("alice", "app", "set", "--app", app, "--access-timeout", "10s"))
 	l.ok(l.as("alice", "app", "member", "add", "--app", app, "builder", "--role", "builder"))
 	for _, runner := range []string{"runner-1", "runner-2"} {
 		var out struct {
