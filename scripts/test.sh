@@ -40,7 +40,7 @@ go test -count=1 -timeout 10m -run "^($norace)\$" ./internal/access ./internal/j
 plainpid=$!
 # The slowest packages are named first so that they start first, and the
 # short ones fill the cores at the end.
-slowest="./cmd/handoff ./internal/engine ./store/postgres ./internal/jsvm ./internal/server ./store/sqlite ./internal/access"
+slowest="./cmd/handoff ./internal/engine ./internal/placement ./store/postgres ./internal/server ./internal/jsvm ./store/sqlite ./internal/access"
 racerc=0
 # shellcheck disable=SC2086
 go test -race -gcflags='modernc.org/...=-d=checkptr=0' -count=1 -parallel 4 -timeout 20m $slowest ./... || racerc=$?
