@@ -61,38 +61,30 @@ func Need(t testing.TB) string {
 // earlier one); otherwise it is empty, and dropped when the test ends.
 func Fresh(t testing.TB, maxConns int) string {
 	t.Helper()
-	base := Need(t)
-	name, err := take(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := give(base, name); err != nil {
-			t.Error(err)
-		}
-	})
-	return withPool(t, dbURL(base, name), maxConns)
+	return lend(t, maxConns, take, give)
 }
 
 // Empty creates an empty database for one test, even under Main (for
 // tests of what prepares a schema), and drops it when the test ends.
 func Empty(t testing.TB, maxConns int) string {
 	t.Helper()
+	return lend(t, maxConns, create, drop)
+}
+
+// lend gets a database for the test and puts it back when the test ends.
+func lend(t testing.TB, maxConns int, get func(base string) (string, error), put func(base, name string) error) string {
+	t.Helper()
 	base := Need(t)
-	name, err := create(base)
+	name, err := get(base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := drop(base, name); err != nil {
+		if err := put(base, name); err != nil {
 			t.Error(err)
 		}
 	})
-	return withPool(t, dbURL(base, name), maxConns)
-}
-
-func withPool(t testing.TB, raw string, maxConns int) string {
-	u, err := url.Parse(raw)
+	u, err := url.Parse(dbURL(base, name))
 	if err != nil {
 		t.Fatalf("HANDOFF_TEST_POSTGRES must be a postgres:// URL: %v", err)
 	}
