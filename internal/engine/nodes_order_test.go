@@ -45,6 +45,13 @@ func goNodes(t *testing.T, n int, b *appcodetest.Backend, wrap func(i int, st *p
 			t.Fatal(err)
 		}
 	}
+	// Each node's runner takes its first look at the app before the test
+	// writes: until then a commit has no slot to hand its event to.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := clk.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return es, clk
 }
 
