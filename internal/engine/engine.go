@@ -44,6 +44,9 @@ type Options struct {
 	// when nothing woke it (default 2 s), a safety net under the
 	// wake-ups. Tests set it long, so a missing wake-up shows.
 	PollEvery time.Duration
+	// FeedLimits bound the revisions kept for each app's live followers
+	// (zero: feed.DefaultLimits).
+	FeedLimits feed.Limits
 }
 
 // Engine serves every read and write of every app on one Store.
@@ -125,7 +128,7 @@ func New(st store.Store, o Options) *Engine {
 	if aw := e.caps.Apps; aw != nil {
 		aw.WatchApps(e.appChanged)
 	}
-	e.feeds = feed.NewHub(st)
+	e.feeds = feed.NewHub(st, o.FeedLimits)
 	st.Watch(e.feeds.Notify)
 	return e
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/appcode/appcodetest"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/feed"
 	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
@@ -196,14 +197,16 @@ func (en *feedEnv) lastSeq(app string) int64 {
 // and then keeps going live.
 func TestFeedResumesFromAnySeq(t *testing.T) {
 	t.Parallel()
-	en := newFeedEnv(t, engine.Options{})
+	// A ring of 512 has the same edges as one of 4096, for a fifth of the writes.
+	const slots = 512
+	en := newFeedEnv(t, engine.Options{FeedLimits: feed.Limits{Slots: slots}})
 	const app = "alice/resume"
 	en.app(app, false)
 
 	// A live follower reads while the writes land, so the shared ring is
 	// filled the way it is in production, one commit batch at a time.
 	live := en.follow(feedAlice, app, "", 0)
-	const n = 5300
+	const n = 1100 // past the ring's edge and two reads of the store's fetch size
 	done := make(chan []engine.Entry)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -224,10 +227,10 @@ func TestFeedResumesFromAnySeq(t *testing.T) {
 	}
 	wantSeqs(t, "live follower", <-done, 1, n)
 
-	// The ring holds the latest 4096: n-4096 is its edge.
-	edge := int64(n - 4096)
-	starts := []int64{0, 1, 2, 499, 500, 501, 1000, edge - 2, edge - 1, edge, edge + 1, edge + 2, 2500, 4000, n - 1000, n - 2, n - 1}
-	for s := int64(3); s < n; s += 397 {
+	// The ring holds the latest slots: n-slots is its edge.
+	edge := int64(n - slots)
+	starts := []int64{0, 1, 2, 499, 500, 501, 1000, edge - 2, edge - 1, edge, edge + 1, edge + 2, n - 100, n - 2, n - 1}
+	for s := int64(3); s < n; s += 97 {
 		starts = append(starts, s)
 	}
 	for _, since := range starts {
@@ -287,11 +290,12 @@ func TestFeedResumesFromAnySeq(t *testing.T) {
 // either side of that bound.
 func TestFeedWithLargeDocuments(t *testing.T) {
 	t.Parallel()
-	en := newFeedEnv(t, engine.Options{})
+	// A bound of 4 MiB drops revisions as one of 32 MiB does, for an eighth of the writes.
+	en := newFeedEnv(t, engine.Options{FeedLimits: feed.Limits{Bytes: 4 << 20}})
 	const app = "alice/large"
 	en.app(app, false)
 	live := en.follow(feedAlice, app, "", 0)
-	const n = 420 // 420 x 100 KB: more than the 32 MiB kept
+	const n = 60 // 60 x 100 KB: more than the 4 MiB kept
 	body := fmt.Sprintf(`{"pad":%q}`, strings.Repeat("x", 100<<10))
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -307,7 +311,7 @@ func TestFeedWithLargeDocuments(t *testing.T) {
 	got := drain(t, live, n)
 	wg.Wait()
 	wantSeqs(t, "live", got, 1, n)
-	for _, since := range []int64{0, 300, n - 1} {
+	for _, since := range []int64{0, 30, n - 1} {
 		es := drain(t, en.follow(feedAlice, app, "", since), n)
 		wantSeqs(t, fmt.Sprintf("from %d", since), es, since+1, n)
 		for _, e := range es {

@@ -16,11 +16,17 @@ import (
 // revisions reads them once into a ring that every follower of the app
 // shares. A follower that fell behind the ring reads its backlog from the
 // store, so resuming from any seq misses nothing and repeats nothing.
-const (
-	ringSize  = 4096
-	ringBytes = 32 << 20 // and at most this much document body per app
-	fetchSize = 500
-)
+const fetchSize = 500
+
+// Limits bound the ring of each app's latest revisions.
+type Limits struct {
+	Slots int // revisions kept (default 4096)
+	Bytes int // of document bodies kept at most (default 32 MiB)
+}
+
+// DefaultLimits keep a few seconds of a busy app's commits: enough for a
+// follower that reconnects to resume from the ring.
+var DefaultLimits = Limits{Slots: 4096, Bytes: 32 << 20}
 
 // Source is what the hub reads: an app's latest seq and its ledger.
 // A store.Store is one.
@@ -32,18 +38,28 @@ type Source interface {
 // Hub keeps one App per app that has followers.
 type Hub struct {
 	src  Source
+	lim  Limits
 	mu   sync.Mutex
 	apps map[int64]*App
 }
 
-// NewHub returns a hub reading from src.
-func NewHub(src Source) *Hub { return &Hub{src: src, apps: map[int64]*App{}} }
+// NewHub returns a hub reading from src; zero limits take DefaultLimits.
+func NewHub(src Source, lim Limits) *Hub {
+	if lim.Slots <= 0 {
+		lim.Slots = DefaultLimits.Slots
+	}
+	if lim.Bytes <= 0 {
+		lim.Bytes = DefaultLimits.Bytes
+	}
+	return &Hub{src: src, lim: lim, apps: map[int64]*App{}}
+}
 
 // App is one app's feed: its latest seq, a wake-up when it moves, and the
 // ring of its latest revisions that its followers share.
 type App struct {
 	src Source
 	id  int64
+	lim Limits
 
 	mu        sync.Mutex
 	last      int64         // the app's latest committed seq
@@ -51,8 +67,8 @@ type App struct {
 	followers int           // open Feeds; the ring is let go at 0
 
 	// ring holds the app's latest revisions, n of them from head (a
-	// circular buffer that grows to ringSize slots), without gaps, and
-	// bytes of document bodies at most ringBytes.
+	// circular buffer that grows to lim.Slots slots), without gaps, and
+	// bytes of document bodies at most lim.Bytes.
 	ringMu sync.RWMutex
 	ring   []store.Revision
 	head   int
@@ -70,7 +86,7 @@ func (h *Hub) Open(ctx context.Context, appID int64) (*App, error) {
 	h.mu.Lock()
 	af := h.apps[appID]
 	if af == nil {
-		af = &App{src: h.src, id: appID, wake: make(chan struct{})}
+		af = &App{src: h.src, id: appID, lim: h.lim, wake: make(chan struct{})}
 		h.apps[appID] = af
 	}
 	h.mu.Unlock()
@@ -190,11 +206,11 @@ func (af *App) push(r store.Revision) {
 	case af.n < len(af.ring):
 		*af.at(af.n) = r
 		af.n++
-	case len(af.ring) < ringSize:
+	case len(af.ring) < af.lim.Slots:
 		// Grow. The revisions must lie from index 0 for append to keep
 		// their order; they do unless bytes dropped some from the front.
 		if af.head != 0 {
-			flat := make([]store.Revision, af.n, min(2*af.n, ringSize))
+			flat := make([]store.Revision, af.n, min(2*af.n, af.lim.Slots))
 			for i := range flat {
 				flat[i] = *af.at(i)
 			}
@@ -208,7 +224,7 @@ func (af *App) push(r store.Revision) {
 		af.n++
 	}
 	af.bytes += len(r.Body)
-	for af.bytes > ringBytes && af.n > 1 {
+	for af.bytes > af.lim.Bytes && af.n > 1 {
 		af.drop()
 	}
 }
@@ -233,7 +249,7 @@ func (af *App) fill(ctx context.Context, since, upTo int64) error {
 	// A ring left far behind (nobody read while many commits landed) is
 	// dropped rather than caught up revision by revision: followers that
 	// far back read the store directly anyway.
-	if af.n > 0 && upTo-af.at(af.n-1).Seq > ringSize {
+	if af.n > 0 && upTo-af.at(af.n-1).Seq > int64(af.lim.Slots) {
 		af.release()
 	}
 	for {

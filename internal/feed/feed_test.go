@@ -70,7 +70,7 @@ func TestFollowersShareOneRead(t *testing.T) {
 	ctx := context.Background()
 	l := &ledger{}
 	l.commit(3)
-	h := feed.NewHub(l)
+	h := feed.NewHub(l, feed.Limits{})
 	a, err := h.Open(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func TestFollowersShareOneRead(t *testing.T) {
 func TestFollowerBehindTheRingReadsTheLedger(t *testing.T) {
 	ctx := context.Background()
 	l := &ledger{}
-	h := feed.NewHub(l)
+	h := feed.NewHub(l, feed.Limits{})
 	a, _ := h.Open(ctx, 1)
 	defer a.Close()
 	l.commit(6000) // more than the ring holds
@@ -140,7 +140,7 @@ func TestLastFollowerLetsTheRingGo(t *testing.T) {
 	ctx := context.Background()
 	l := &ledger{}
 	l.commit(4)
-	h := feed.NewHub(l)
+	h := feed.NewHub(l, feed.Limits{})
 	a, _ := h.Open(ctx, 1)
 	if _, err := a.Read(ctx, 0, 4, 10); err != nil {
 		t.Fatal(err)
