@@ -234,8 +234,15 @@ func watchHandled(t *testing.T, c *client.Client, id string) {
 // hostile app (healthyPuts runs on one goroutine at a time).
 var healthyFailures atomic.Int64
 
-// healthyPuts writes to the healthy app one put after another, n puts or
-// until stop is closed, and returns how long each took. A put refused by
+// healthyPace is the healthy app's offered load: one put every 5 ms at
+// most, the same alone and beside a hostile app, so that the two p99s
+// compare like with like, and the putter does not take the cores the
+// server under attack needs.
+const healthyPace = 5 * time.Millisecond
+
+// healthyPuts writes to the healthy app one put after another, at most
+// one per healthyPace, n puts or until stop is closed, and returns how
+// long each took. A put refused by
 // its own access.js's deadline is counted, not fatal: a memory bomb in
 // another app can still make the Go runtime hold every goroutine past a
 // 100 ms deadline (a collection waits for its copy of a huge string to
@@ -243,13 +250,13 @@ var healthyFailures atomic.Int64
 func healthyPuts(t *testing.T, c *client.Client, tag string, n int, stop <-chan struct{}) []time.Duration {
 	ctx := context.Background()
 	var lat []time.Duration
+	pace := time.NewTicker(healthyPace)
+	defer pace.Stop()
 	for i := 0; n == 0 || i < n; i++ {
-		if stop != nil {
-			select {
-			case <-stop:
-				return lat
-			default:
-			}
+		select {
+		case <-stop: // nil: never
+			return lat
+		case <-pace.C:
 		}
 		start := time.Now()
 		if _, err := c.Put(ctx, "admin/healthy", "docs", tag+"-"+strconv.Itoa(i), json.RawMessage(`{"kind":"ok","n":1}`), client.PutOptions{}); err != nil {
