@@ -6,6 +6,7 @@ package feed
 
 import (
 	"context"
+	"sort"
 	"sync"
 
 	"github.com/handoff-run/handoff/store"
@@ -67,13 +68,16 @@ type App struct {
 	followers int           // open Feeds; the ring is let go at 0
 
 	// ring holds the app's latest revisions, n of them from head (a
-	// circular buffer that grows to lim.Slots slots), without gaps, and
-	// bytes of document bodies at most lim.Bytes.
+	// circular buffer that grows to lim.Slots slots), and bytes of
+	// document bodies at most lim.Bytes. It holds every revision with a
+	// seq after base: seqs only grow, but need not be dense, so which
+	// revisions it covers is told by base, not by its first seq.
 	ringMu sync.RWMutex
 	ring   []store.Revision
 	head   int
 	n      int
 	bytes  int
+	base   int64
 }
 
 // Open registers a follower of the app and returns its feed; the
@@ -179,14 +183,10 @@ func (af *App) Read(ctx context.Context, since, upTo int64, limit int) ([]store.
 // holds every one of them up to upTo. The caller holds ringMu.
 func (af *App) fromRing(since, upTo int64, limit int) ([]store.Revision, bool) {
 	n := af.n
-	if n == 0 || af.at(0).Seq > since+1 || af.at(n-1).Seq < upTo {
+	if n == 0 || since < af.base || af.at(n-1).Seq < upTo {
 		return nil, false
 	}
-	// Seqs have no gaps, so the position is an index; check it anyway.
-	i := int(since + 1 - af.at(0).Seq)
-	if i >= n || af.at(i).Seq != since+1 {
-		return nil, false
-	}
+	i := sort.Search(n, func(i int) bool { return af.at(i).Seq > since })
 	out := make([]store.Revision, min(limit, n-i))
 	for k := range out {
 		out[k] = *af.at(i + k)
@@ -232,6 +232,7 @@ func (af *App) push(r store.Revision) {
 // drop forgets the oldest revision of the ring.
 func (af *App) drop() {
 	old := af.at(0)
+	af.base = old.Seq
 	af.bytes -= len(old.Body)
 	*old = store.Revision{}
 	af.head = (af.head + 1) % len(af.ring)
@@ -240,7 +241,7 @@ func (af *App) drop() {
 
 // release forgets the whole ring.
 func (af *App) release() {
-	af.ring, af.head, af.n, af.bytes = nil, 0, 0, 0
+	af.ring, af.head, af.n, af.bytes, af.base = nil, 0, 0, 0, 0
 }
 
 // fill reads the revisions up to upTo into the ring, continuing from its
@@ -268,6 +269,9 @@ func (af *App) fill(ctx context.Context, since, upTo int64) error {
 		}
 		if len(revs) == 0 {
 			return nil
+		}
+		if af.n == 0 {
+			af.base = end // the read covered every seq after end
 		}
 		for _, r := range revs {
 			af.push(r)

@@ -3,6 +3,8 @@ package feed_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"sync"
 	"testing"
 
@@ -10,10 +12,11 @@ import (
 	"github.com/handoff-run/handoff/store"
 )
 
-// ledger is a Source of one app's revisions, seq 1 to n, that counts its
-// reads of the ledger.
+// ledger is a Source of one app's revisions that counts its reads of
+// the ledger. Its seqs are 1 to n, or with step, 1, 1+step, 1+2*step, …
 type ledger struct {
 	mu    sync.Mutex
+	step  int64
 	revs  []store.Revision
 	reads int
 }
@@ -22,7 +25,7 @@ func (l *ledger) commit(n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for range n {
-		seq := int64(len(l.revs) + 1)
+		seq := int64(len(l.revs))*max(l.step, 1) + 1
 		l.revs = append(l.revs, store.Revision{Doc: store.Doc{DB: "d", ID: fmt.Sprint("x", seq), Seq: seq, Body: []byte(`{}`)}})
 	}
 }
@@ -30,18 +33,18 @@ func (l *ledger) commit(n int) {
 func (l *ledger) LastSeq(context.Context, int64) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return int64(len(l.revs)), nil
+	if len(l.revs) == 0 {
+		return 0, nil
+	}
+	return l.revs[len(l.revs)-1].Seq, nil
 }
 
 func (l *ledger) Changes(_ context.Context, _ int64, _ string, since int64, limit int) ([]store.Revision, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.reads++
-	end := min(int64(len(l.revs)), since+int64(limit))
-	if since >= end {
-		return nil, nil
-	}
-	return append([]store.Revision(nil), l.revs[since:end]...), nil
+	i := sort.Search(len(l.revs), func(i int) bool { return l.revs[i].Seq > since })
+	return slices.Clone(l.revs[i:min(len(l.revs), i+limit)]), nil
 }
 
 func (l *ledger) readCount() int {
@@ -153,5 +156,83 @@ func TestLastFollowerLetsTheRingGo(t *testing.T) {
 	wantSeqs(t, "after the ring was let go", revs, 1, 4)
 	if l.readCount() == before {
 		t.Fatal("the ring outlived the app's last follower")
+	}
+}
+
+// TestRingWithGapsInSeqs: seqs only grow; a store may skip numbers. The
+// ring serves a read from any position it covers, a number between two
+// seqs included, and sends one from before what it covers to the ledger;
+// either way the reader gets every revision after its position once, in
+// order.
+func TestRingWithGapsInSeqs(t *testing.T) {
+	ctx := context.Background()
+	l := &ledger{step: 3} // seqs 1, 4, 7, …
+	l.commit(10)
+	h := feed.NewHub(l, feed.Limits{Slots: 8})
+	af, err := h.Open(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer af.Close()
+	seqsAfter := func(since int64) []int64 {
+		var out []int64
+		for _, r := range l.revs {
+			if r.Seq > since {
+				out = append(out, r.Seq)
+			}
+		}
+		return out
+	}
+	read := func(since int64) []int64 {
+		t.Helper()
+		last, _ := af.State()
+		revs, err := af.Read(ctx, since, last, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]int64, len(revs))
+		for i, r := range revs {
+			got[i] = r.Seq
+		}
+		return got
+	}
+	// The first read fills the ring with every revision after 7: seqs 10
+	// to 28. Reads from 7 on, seqs or numbers between them, are the
+	// ring's alone.
+	covered := func(what string, since ...int64) {
+		t.Helper()
+		reads := l.readCount()
+		for _, s := range since {
+			if got, want := read(s), seqsAfter(s); !slices.Equal(got, want) {
+				t.Fatalf("%s, from %d: %v, want %v", what, s, got, want)
+			}
+		}
+		if n := l.readCount() - reads; n != 0 {
+			t.Fatalf("%s: reads the ring covers went to the ledger %d times", what, n)
+		}
+	}
+	if got, want := read(7), seqsAfter(7); !slices.Equal(got, want) {
+		t.Fatalf("from 7: %v, want %v", got, want)
+	}
+	covered("first fill", 7, 8, 9, 10, 11, 27)
+	// Before what the ring covers: from the ledger, still in full.
+	for _, since := range []int64{0, 1, 4, 6} {
+		if got, want := read(since), seqsAfter(since); !slices.Equal(got, want) {
+			t.Fatalf("from %d: %v, want %v", since, got, want)
+		}
+	}
+	// Two more commits (31 and 34) push the oldest (10) out of the 8
+	// slots: the ring now covers every seq after 10.
+	l.commit(2)
+	last, _ := l.LastSeq(ctx, 1)
+	h.Notify(1, last)
+	if got, want := read(last-1), seqsAfter(last-1); !slices.Equal(got, want) {
+		t.Fatalf("from %d: %v, want %v", last-1, got, want)
+	}
+	covered("after more commits", 10, 11, 12, 28, 31, 33)
+	for _, since := range []int64{0, 7, 9} {
+		if got, want := read(since), seqsAfter(since); !slices.Equal(got, want) {
+			t.Fatalf("after more commits, from %d: %v, want %v", since, got, want)
+		}
 	}
 }
