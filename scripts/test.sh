@@ -28,20 +28,14 @@ go vet ./...
 # is off for the rest of modernc.org: its checks of the pointer
 # arithmetic of C translated to Go cost more than the tests.
 #
-# Beside the race run, on the cores its end-to-end tests leave idle while
-# they wait, one background job runs what does not need it:
-# - Memory bombs do not run under the race detector (its shadow memory
-#   does not survive them): the JS budget tests run once more without it.
-#   Only the tests whose behaviour depends on it run again: those that
-#   mention raceDetector or skipBombsUnderRace, found in the source so the
-#   list keeps itself.
-# - Short fuzz runs, as counts of inputs (about ten seconds each on a
-#   quiet 2-core machine), not durations: Go 1.26's fuzz coordinator can
-#   fail a target that found nothing when a duration runs out while a
-#   worker is mid-input (golang/go#75804). FUZZTIME overrides both, e.g.
-#   FUZZTIME=60s.
-side=$(mktemp)
-trap 'rm -f "$side"' EXIT
+# Memory bombs do not run under the race detector (its shadow memory does
+# not survive them): the JS budget tests run once more without it, beside
+# the race run, whose end-to-end tests leave cores idle while they wait.
+# Only the tests whose behaviour depends on it run again: those that
+# mention raceDetector or skipBombsUnderRace, found in the source so the
+# list keeps itself.
+plain=$(mktemp)
+trap 'rm -f "$plain"' EXIT
 norace=$(awk 'FNR == 1 || /^func / { name = "" }
   /^func Test/ { name = $2; sub(/\(.*/, "", name) }
   /raceDetector|skipBombsUnderRace\(t\)/ && name { print name }' \
@@ -50,12 +44,8 @@ if [ -z "$norace" ]; then
   echo "found no test that depends on the race detector in internal/access or internal/jsvm; check scripts/test.sh" >&2
   exit 1
 fi
-(
-  go test -count=1 -timeout 10m -run "^($norace)\$" ./internal/access ./internal/jsvm &&
-    go test ./internal/engine -run '^$' -fuzz '^FuzzDocument$' -fuzztime "${FUZZTIME:-8000x}" &&
-    go test ./internal/server -run '^$' -fuzz '^FuzzHTTP$' -fuzztime "${FUZZTIME:-800x}"
-) >"$side" 2>&1 &
-sidepid=$!
+go test -count=1 -timeout 10m -run "^($norace)\$" ./internal/access ./internal/jsvm >"$plain" 2>&1 &
+plainpid=$!
 # The slowest packages are named first so that they start first, and the
 # short ones fill the cores at the end.
 slowest="./cmd/handoff ./internal/placement ./store/postgres ./internal/server ./internal/engine ./internal/jsvm ./internal/access ./examples/ci-lane ./store/sqlite"
@@ -66,10 +56,19 @@ go test -race \
   -gcflags='modernc.org/sqlite/lib=-race=false' -gcflags='modernc.org/libc/...=-race=false' \
   -gcflags='github.com/dop251/goja/...=-race=false' -gcflags='github.com/evanw/esbuild/...=-race=false' \
   -count=1 -parallel 4 -timeout 20m $slowest ./... || racerc=$?
-siderc=0
-wait "$sidepid" || siderc=$?
-cat "$side"
-if [ "$racerc" -ne 0 ] || [ "$siderc" -ne 0 ]; then
+plainrc=0
+wait "$plainpid" || plainrc=$?
+cat "$plain"
+if [ "$racerc" -ne 0 ] || [ "$plainrc" -ne 0 ]; then
   exit 1
 fi
+# Counts of inputs (about ten seconds each on a quiet 2-core machine), not
+# durations: Go 1.26's fuzz coordinator can fail a target that found
+# nothing when a duration runs out while a worker is mid-input
+# (golang/go#75804). FUZZTIME overrides both, e.g. FUZZTIME=60s. They run
+# after the race run, not beside it: the end-to-end tests give handlers
+# run limits of real seconds, and two fuzz workers beside them on a busy
+# machine would only add to the load those limits are measured under.
+go test ./internal/engine -run '^$' -fuzz '^FuzzDocument$' -fuzztime "${FUZZTIME:-8000x}"
+go test ./internal/server -run '^$' -fuzz '^FuzzHTTP$' -fuzztime "${FUZZTIME:-800x}"
 echo "all checks passed"
