@@ -154,13 +154,18 @@ func TestMultiNodeJobs(t *testing.T) {
 	// Drain through a survivor: every job done and the outbox empty. The
 	// dead node's event leases run out 30 s after its last renewal.
 	c := clients[survivor]
-	waitUntil(t, 150*time.Second, "every job done and the outbox empty", func() bool {
+	drained := func() bool {
 		evs, err := c.Events(ctx, app, false, 0, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return len(evs) == 0 && countOpenJobs(t, c, app) == 0
-	})
+	}
+	for deadline := time.Now().Add(150 * time.Second); !drained(); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 150 s: every job done and the outbox empty; %s", drainState(t, c, app))
+		}
+	}
 	end := time.Now()
 	if dead, err := c.Events(ctx, app, true, 0, 10); err != nil || len(dead) > 0 {
 		t.Fatalf("dead events after the drain: %v %+v", err, dead)
@@ -247,6 +252,26 @@ func TestMultiNodeJobs(t *testing.T) {
 	if float64(ticks) < elapsed*0.6 {
 		t.Errorf("only %d ticks in %.0f s of 1 s interval: ticks were lost", ticks, elapsed)
 	}
+}
+
+// drainState tells what keeps app from draining: its open jobs and its
+// live and dead events, with the last error of a few.
+func drainState(t *testing.T, c *client.Client, app string) string {
+	ctx := context.Background()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d jobs open", countOpenJobs(t, c, app))
+	for _, dead := range []bool{false, true} {
+		evs, err := c.Events(ctx, app, dead, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "; %d events (dead: %v)", len(evs), dead)
+		for i, ev := range evs[:min(len(evs), 5)] {
+			fmt.Fprintf(&b, "\n  #%d seq %d %s/%s attempts %d running %v next %s: %s",
+				i, ev.Seq, ev.DB, ev.DocID, ev.Attempts, ev.Running, ev.NextAt.Format(time.TimeOnly), ev.LastError)
+		}
+	}
+	return b.String()
 }
 
 // waitUntil polls cond every 200 ms until it holds or within passes.
