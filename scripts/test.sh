@@ -27,6 +27,9 @@ go vet ./...
 # reports races that are not there. checkptr, which -race turns on,
 # is off for the rest of modernc.org: its checks of the pointer
 # arithmetic of C translated to Go cost more than the tests.
+# -ldflags=-w: no DWARF in the test binaries, which are run once and
+# thrown away; a quarter of each link of the large ones. Stack traces and
+# race reports read the symbol table, which stays.
 #
 # Memory bombs do not run under the race detector (its shadow memory does
 # not survive them): the JS budget tests run once more without it, beside
@@ -55,7 +58,7 @@ go test -race \
   -gcflags='modernc.org/...=-d=checkptr=0' \
   -gcflags='modernc.org/sqlite/lib=-race=false' -gcflags='modernc.org/libc/...=-race=false' \
   -gcflags='github.com/dop251/goja/...=-race=false' -gcflags='github.com/evanw/esbuild/...=-race=false' \
-  -count=1 -parallel 4 -timeout 20m $slowest ./... || racerc=$?
+  -ldflags=-w -count=1 -parallel 4 -timeout 20m $slowest ./... || racerc=$?
 plainrc=0
 wait "$plainpid" || plainrc=$?
 cat "$plain"
