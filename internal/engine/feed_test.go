@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/handoff-run/handoff/internal/engine"
 	"github.com/handoff-run/handoff/internal/feed"
 	"github.com/handoff-run/handoff/internal/jsapp"
+	"github.com/handoff-run/handoff/store"
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
@@ -47,6 +49,12 @@ func newFeedEnv(t *testing.T, o engine.Options) *feedEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return newFeedEnvOn(t, st, o)
+}
+
+// newFeedEnvOn is newFeedEnv on the store st.
+func newFeedEnvOn(t *testing.T, st store.Store, o engine.Options) *feedEnv {
+	t.Helper()
 	if o.Code == nil {
 		o.Code = jsapp.New(jsapp.Options{})
 	}
@@ -844,5 +852,51 @@ func TestFeedCarriesEveryWritePath(t *testing.T) {
 	}
 	if !deleted {
 		t.Fatal("the delete did not come as a deletion")
+	}
+}
+
+// changeReads counts the reads of an app's ledger that reach the store.
+type changeReads struct {
+	store.Store
+	n *atomic.Int64
+}
+
+func (c changeReads) Changes(ctx context.Context, appID int64, db string, since int64, limit int) ([]store.Revision, error) {
+	c.n.Add(1)
+	return c.Store.Changes(ctx, appID, db, since, limit)
+}
+
+// TestFeedLimitsBoundTheRing: Options.FeedLimits sizes the ring the
+// followers share. With four slots, a follower that starts inside the
+// last four revisions reads from the ring; one from before reads the
+// store.
+func TestFeedLimitsBoundTheRing(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.OpenUnsynced(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var reads atomic.Int64
+	en := newFeedEnvOn(t, changeReads{st, &reads}, engine.Options{FeedLimits: feed.Limits{Slots: 4}})
+	const app = "alice/small"
+	en.app(app, false)
+	live := en.follow(feedAlice, app, "", 0)
+	var last int64
+	for i := range 10 {
+		last = en.put(feedAlice, app, "d", fmt.Sprint("doc-", i), `{}`).Seq
+		wantSeqs(t, "live", drain(t, live, last), last, last)
+	}
+	from := func(since int64) int64 {
+		t.Helper()
+		before := reads.Load()
+		wantSeqs(t, fmt.Sprintf("from %d", since), drain(t, en.follow(feedAlice, app, "", since), last), since+1, last)
+		return reads.Load() - before
+	}
+	if n := from(last - 4); n != 0 {
+		t.Fatalf("a follower inside the ring of 4 read the store %d times", n)
+	}
+	if n := from(last - 5); n == 0 {
+		t.Fatal("a follower from before the ring of 4 never read the store")
 	}
 }
