@@ -232,6 +232,7 @@ func reset(base, name string) error {
 	pool.mu.Unlock()
 	same := false
 	err := query(u, func(conn *pgx.Conn) error {
+		// "" keeps the list from being nil, which would count every table.
 		l, err := layoutOf(conn, append(kept, ""))
 		if err != nil || !asPrepared(l) {
 			return err
