@@ -260,6 +260,37 @@ func drainState(t *testing.T, c *client.Client, app string) string {
 	ctx := context.Background()
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d jobs open", countOpenJobs(t, c, app))
+	open := 0
+	for after := ""; open < 5; {
+		page, err := c.Scan(ctx, app, "jobs", 1000, after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range page.Docs {
+			var j struct {
+				ID        string `json:"_id"`
+				Status    string `json:"status"`
+				Attempts  int    `json:"attempts"`
+				LastError string `json:"lastError"`
+			}
+			if json.Unmarshal(d, &j) == nil && j.Status != "done" && open < 5 {
+				open++
+				fmt.Fprintf(&b, "\n  %s %s after %d attempts: %s", j.ID, j.Status, j.Attempts, j.LastError)
+			}
+		}
+		if page.Next == "" {
+			break
+		}
+		after = page.Next
+	}
+	// What the lease sweep sees: the running jobs by the status index,
+	// and whether its ticks still run.
+	if page, err := c.Query(ctx, app, "jobs", "status", json.RawMessage(`"running"`), 1000, ""); err == nil {
+		fmt.Fprintf(&b, "; %d running by the index", len(page.Docs))
+	}
+	if s, err := c.Schedule(ctx, app); err == nil {
+		fmt.Fprintf(&b, "; schedule: last run %v, running %v, planned %v, error %q", s.LastRun, s.Running, s.Planned, s.LastError)
+	}
 	for _, dead := range []bool{false, true} {
 		evs, err := c.Events(ctx, app, dead, 0, 1000)
 		if err != nil {
