@@ -252,6 +252,10 @@ func reset(base, name string) error {
 						WHERE d.classid = 'pg_class'::regclass AND d.refobjid = format('public.%I', t)::regclass AND d.deptype IN ('a', 'i');
 				END IF;
 			END LOOP;
+			-- Sequences of no table's start again too.
+			PERFORM setval(q.seqrelid, q.seqstart, false) FROM pg_sequence q JOIN pg_class c ON c.oid = q.seqrelid
+				WHERE c.relnamespace = 'public'::regnamespace AND NOT EXISTS (SELECT 1 FROM pg_depend d
+					WHERE d.classid = 'pg_class'::regclass AND d.objid = q.seqrelid AND d.deptype IN ('a', 'i'));
 			IF cardinality(used) > 0 THEN
 				EXECUTE 'TRUNCATE ' || (SELECT string_agg(format('public.%I', u), ', ') FROM unnest(used) u) || ' RESTART IDENTITY CASCADE';
 			END IF;

@@ -205,8 +205,8 @@ func TestGrantChangesAcrossNodes(t *testing.T) {
 
 	// A grant change whose notifications are lost: the poll tells the
 	// grant change first.
-	var seq int64
-	if err := a.pool.QueryRow(ctx, `UPDATE apps SET seq = seq + 1, grants_seq = seq + 1 WHERE id = $1 RETURNING seq`, app).Scan(&seq); err != nil {
+	seq := commitUnannounced(t, a, app)
+	if _, err := a.pool.Exec(ctx, `UPDATE apps SET grants_seq = $2 WHERE id = $1`, app, seq); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, fmt.Sprint("g ", app), fmt.Sprint("s ", app, " ", seq))

@@ -40,6 +40,19 @@ func putEvent(t testing.TB, st store.Store, app int64, id string, due time.Time)
 	return seq
 }
 
+// commitUnannounced adds a revision of app to the ledger as a commit
+// whose notification was lost leaves it, and returns its seq.
+func commitUnannounced(t *testing.T, st *Store, app int64) int64 {
+	t.Helper()
+	var seq int64
+	if err := st.pool.QueryRow(context.Background(), `WITH s AS (SELECT nextval('handoff_seq') AS v)
+		INSERT INTO revisions (app_id, seq, db, id, rev, deleted, body, time, path)
+		SELECT $1, v, 'jobs', 'unannounced-' || v, '1-x', false, '{}', 0, 'http' FROM s RETURNING seq`, app).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	return seq
+}
+
 func seqsOf(evs []store.Event) []int64 {
 	var out []int64
 	for _, e := range evs {
@@ -117,8 +130,8 @@ func TestWatchAcrossNodes(t *testing.T) {
 		t.Fatalf("A's own watcher heard %v, want 1..20", local)
 	}
 	// A commit whose notification is lost: the poll finds it.
-	if _, err := a.pool.Exec(ctx, `UPDATE apps SET seq = seq + 1 WHERE id = $1`, app); err != nil {
-		t.Fatal(err)
+	if seq := commitUnannounced(t, a, app); seq != 21 {
+		t.Fatalf("the unannounced commit took seq %d, want 21", seq)
 	}
 	waitFor(21, 10*pollEvery)
 }

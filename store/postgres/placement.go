@@ -129,12 +129,15 @@ func (s *Store) Fence(ctx context.Context, app int64) error {
 	}
 	// A commit's statements may check the fence with a snapshot older
 	// than the fence itself, and take a transaction id only after the
-	// wait below looked: the app's row in apps is the barrier. Every
-	// commit holds it from taking its seqs to its end (writer.go), and
-	// code versions take it too (code.go); once this has had it, those
-	// that held it before have ended, and those after took their seqs,
-	// and so their snapshots, after the fence.
+	// wait below looked: barriers tell. Every commit holds writeBarrier
+	// (seqs.go) from taking its seqs to its end, and code versions hold
+	// the app's row in apps (code.go); once this has had both, those that
+	// held them before have ended, and those after took them, and so
+	// their snapshots, after the fence.
 	if _, err := s.pool.Exec(ctx, `SELECT 1 FROM apps WHERE id = $1 FOR UPDATE`, app); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `SELECT pg_advisory_xact_lock(`+writeBarrierSQL+`)`); err != nil {
 		return err
 	}
 	// Any other transaction still open now may have written before the
@@ -182,7 +185,7 @@ func (s *Store) IsFenced(ctx context.Context, app int64) (bool, error) {
 	return ok, err
 }
 
-// CopyAppTo copies app a's data (DataTables) and sequence from s to dst
+// CopyAppTo copies app a's data (DataTables) from s to dst
 // in one transaction of dst, replacing whatever dst held of it, and
 // unfences it there. The app should be fenced in s (Fence), so that its
 // ledger stands still while it is copied; its events' leases come along
@@ -190,18 +193,23 @@ func (s *Store) IsFenced(ctx context.Context, app int64) (bool, error) {
 // holds them in dst. Every node hears that the app changed in dst.
 func (s *Store) CopyAppTo(ctx context.Context, dst *Store, a store.App) error {
 	var seq, grantsSeq int64
-	if err := s.pool.QueryRow(ctx, `SELECT seq, grants_seq FROM apps WHERE id = $1`, a.ID).Scan(&seq, &grantsSeq); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT max(seq) FROM revisions WHERE app_id = a.id), 0), grants_seq
+		FROM apps a WHERE id = $1`, a.ID).Scan(&seq, &grantsSeq); err != nil {
 		if noRows(err) {
 			return fmt.Errorf("app %d: %w", a.ID, store.ErrNotFound)
 		}
 		return err
 	}
-	return retryDeadlocks(func() error { return s.copyApp(ctx, dst, a, seq, grantsSeq) })
+	// The app's seqs go on growing in dst.
+	if err := dst.raiseSeq(ctx, max(seq, grantsSeq)); err != nil {
+		return err
+	}
+	return retryDeadlocks(func() error { return s.copyApp(ctx, dst, a, grantsSeq) })
 }
 
 // copyApp is CopyAppTo's transaction in dst, on a connection of its own
 // in s (one a failed copy left may be unusable).
-func (s *Store) copyApp(ctx context.Context, dst *Store, a store.App, seq, grantsSeq int64) error {
+func (s *Store) copyApp(ctx context.Context, dst *Store, a store.App, grantsSeq int64) error {
 	src, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -225,8 +233,8 @@ func (s *Store) copyApp(ctx context.Context, dst *Store, a store.App, seq, grant
 			}
 		}
 		var conf int64
-		if err := tx.QueryRow(ctx, `UPDATE apps SET seq = $2, grants_seq = $3, conf = conf + 1 WHERE id = $1 RETURNING conf`,
-			a.ID, seq, grantsSeq).Scan(&conf); err != nil {
+		if err := tx.QueryRow(ctx, `UPDATE apps SET grants_seq = $2, conf = conf + 1 WHERE id = $1 RETURNING conf`,
+			a.ID, grantsSeq).Scan(&conf); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `SELECT pg_notify('`+notifyChannel+`', 'c:' || $1::text || ':' || $2::text)`,

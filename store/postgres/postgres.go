@@ -4,9 +4,11 @@
 // Concurrent Commits of one app share a transaction (group commit: one
 // goroutine per app takes every write waiting), and different apps share
 // WAL flushes through PostgreSQL's own group commit; synchronous_commit
-// stays on, so an acknowledged write survives a crash. An app's batches
-// are serialised by its row in apps, which hands out the per-app
-// sequence: gap-free and in commit order across every node.
+// stays on, so an acknowledged write survives a crash. Seqs come from one
+// sequence per database, which no commit holds through its WAL flush, so
+// the batches of an app on several nodes commit side by side; readers of
+// the ledger read up to a horizon below which every seq handed out has
+// ended (seqs.go), so none misses a commit.
 //
 // Everything several nodes must agree on lives in the database: event
 // leases (claimed with FOR UPDATE SKIP LOCKED), scheduled-tick leases, and

@@ -42,11 +42,24 @@ func (s *Store) History(ctx context.Context, appID int64, db, id string) ([]stor
 	return scanRevisions(s.pool.Query(ctx, `SELECT `+revCols+` FROM revisions WHERE app_id = $1 AND db = $2 AND id = $3 ORDER BY seq`, appID, db, id))
 }
 
+// Changes reads below the horizon (seqs.go): seqs are handed out in one
+// order and committed in another, and a reader that went past a seq
+// still being committed would never see it.
 func (s *Store) Changes(ctx context.Context, appID int64, db string, since int64, n int) ([]store.Revision, error) {
-	if db == "" {
-		return scanRevisions(s.pool.Query(ctx, `SELECT `+revCols+` FROM revisions WHERE app_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, appID, since, limit(n)))
+	var revs []store.Revision
+	read := func(rows pgx.Rows) (err error) {
+		revs, err = scanRevisions(rows, nil)
+		return err
 	}
-	return scanRevisions(s.pool.Query(ctx, `SELECT `+revCols+` FROM revisions WHERE app_id = $1 AND db = $2 AND seq > $3 ORDER BY seq LIMIT $4`, appID, db, since, limit(n)))
+	var err error
+	if db == "" {
+		err = s.readBelowHorizon(ctx, appID, read, `SELECT `+revCols+` FROM revisions
+			WHERE app_id = $1 AND seq > $2 AND `+belowHorizon+` ORDER BY seq LIMIT $3`, appID, since, limit(n))
+	} else {
+		err = s.readBelowHorizon(ctx, appID, read, `SELECT `+revCols+` FROM revisions
+			WHERE app_id = $1 AND db = $2 AND seq > $3 AND `+belowHorizon+` ORDER BY seq LIMIT $4`, appID, db, since, limit(n))
+	}
+	return revs, err
 }
 
 func (s *Store) Scan(ctx context.Context, appID int64, db, after string, n int) ([]store.Doc, error) {
@@ -55,9 +68,11 @@ func (s *Store) Scan(ctx context.Context, appID int64, db, after string, n int) 
 	return scanDocs(db, rows, err)
 }
 
+// LastSeq is the app's highest committed seq; Changes reads up to it
+// at least.
 func (s *Store) LastSeq(ctx context.Context, appID int64) (int64, error) {
 	var seq int64
-	err := s.pool.QueryRow(ctx, `SELECT seq FROM apps WHERE id = $1`, appID).Scan(&seq)
+	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT max(seq) FROM revisions WHERE app_id = a.id), 0) FROM apps a WHERE a.id = $1`, appID).Scan(&seq)
 	if noRows(err) {
 		return 0, fmt.Errorf("app %d: %w", appID, store.ErrNotFound)
 	}

@@ -340,6 +340,76 @@ var migrations = []string{
 		LANGUAGE sql IMMUTABLE PARALLEL SAFE
 		AS $$ SELECT CASE WHEN octet_length(v::text) <= 1024 THEN v
 			ELSE ('["handoff:md5", "' || md5(v::text) || '"]')::jsonb END $$;`,
+
+	// 12: seqs come from one sequence of the database instead of each
+	// app's row, which every commit held through its WAL flush
+	// (docs/architecture.md, "Seqs without a hot row"; seqs.go).
+	// handoff_seq continues from the highest seq of any app, so each
+	// app's seqs keep growing. grants_seq takes the highest seq of the
+	// commits that changed grants, and each such commit announces its
+	// own: two of them may commit in either order.
+	`CREATE SEQUENCE handoff_seq MINVALUE 0 START 1;
+	SELECT setval('handoff_seq', max(seq)) FROM apps HAVING max(seq) > 0;
+	CREATE FUNCTION handoff_seq_taken() RETURNS int8 LANGUAGE sql VOLATILE AS
+		$$ SELECT coalesce(pg_sequence_last_value('handoff_seq'), 0) $$;
+	CREATE FUNCTION handoff_take_seqs(n int4) RETURNS int8[] LANGUAGE plpgsql AS $$
+	DECLARE
+		s int8[];
+	BEGIN
+		PERFORM pg_advisory_xact_lock_shared(` + writeBarrierSQL + `);
+		PERFORM pg_advisory_xact_lock_shared(handoff_seq_taken() + 1);
+		SELECT array_agg(v ORDER BY v) INTO s FROM (SELECT nextval('handoff_seq') AS v FROM generate_series(1, n)) x;
+		PERFORM set_config('handoff.seqs', s::text, true);
+		PERFORM set_config('handoff.last_local', s[n]::text, true);
+		PERFORM set_config('handoff.last', s[n]::text, false);
+		RETURN s;
+	END $$;
+	CREATE FUNCTION handoff_horizon(app int8) RETURNS int8 LANGUAGE plpgsql AS $$
+	DECLARE
+		want int8;
+		taken int8;
+		m int8;
+	BEGIN
+		SELECT coalesce(max(seq), 0) INTO want FROM revisions WHERE app_id = app;
+		LOOP
+			taken := handoff_seq_taken();
+			SELECT min((l.classid::int8 << 32) | l.objid::int8) INTO m FROM pg_locks l
+				WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.mode = 'ShareLock'
+				AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database());
+			IF m IS NULL OR m > taken THEN
+				RETURN taken;
+			ELSIF m - 1 >= want THEN
+				RETURN m - 1;
+			END IF;
+			PERFORM pg_advisory_lock(m);
+			PERFORM pg_advisory_unlock(m);
+		END LOOP;
+	END $$;
+	CREATE OR REPLACE FUNCTION handoff_grants_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+	DECLARE
+		app int8;
+		s int8;
+	BEGIN
+		IF TG_OP = 'DELETE' THEN
+			app := OLD.app_id;
+		ELSE
+			app := NEW.app_id;
+		END IF;
+		-- Run at COMMIT (the trigger is deferred): a commit's grants
+		-- changed at its last seq; anything else (a move's copy) at the
+		-- database's latest. The first row of the transaction announces,
+		-- the rest find it done.
+		s := nullif(current_setting('handoff.last_local', true), '')::int8;
+		IF s IS NULL THEN
+			s := handoff_seq_taken();
+		END IF;
+		IF current_setting('handoff.granted', true) IS DISTINCT FROM s::text THEN
+			PERFORM set_config('handoff.granted', s::text, true);
+			UPDATE apps SET grants_seq = greatest(grants_seq, s) WHERE id = app;
+			PERFORM pg_notify('handoff_commits', 'g:' || app || ':' || s);
+		END IF;
+		RETURN NULL;
+	END $$;`,
 }
 
 // migrateLock is the advisory lock key that serialises migrations, so

@@ -114,13 +114,15 @@ func (w *watcher) seenLocked(app, seq int64) {
 }
 
 // grantsLocked tells the grant callbacks that the commit at seq changed
-// app's grants, unless they heard of it already.
+// app's grants, unless that is the change they heard of last. Two such
+// commits may end in either order (seqs.go), so an earlier seq heard
+// later is told too.
 func (w *watcher) grantsLocked(app, seq int64) {
 	m := w.last[app]
-	if seq <= m.grants {
+	if seq == m.grants || seq == 0 {
 		return
 	}
-	m.grants = seq
+	m.grants = max(m.grants, seq)
 	w.last[app] = m
 	for _, fn := range w.grants {
 		fn(app)
@@ -234,7 +236,8 @@ func (w *watcher) pollLoop(ctx context.Context) {
 // tell it tells the callbacks of those that moved (a grant change before
 // the seq), else it only records them.
 func (w *watcher) poll(ctx context.Context, tell bool) error {
-	rows, err := w.s.pool.Query(ctx, `SELECT id, seq, grants_seq, conf FROM apps WHERE seq > 0 OR conf > 0`)
+	rows, err := w.s.pool.Query(ctx, `SELECT a.id, coalesce((SELECT max(seq) FROM revisions r WHERE r.app_id = a.id), 0), a.grants_seq, a.conf
+		FROM apps a`)
 	if err != nil {
 		return err
 	}

@@ -43,43 +43,38 @@ const (
 	// have PostgreSQL plan them again on every run; one generic plan per
 	// connection serves every batch. Made while a table's statistics say
 	// it is empty, a generic plan would scan it for each key: without
-	// scans and bitmaps, each row is found through its key.
+	// scans and bitmaps, each row is found through its key. A scan that
+	// is left (of the sequence, in handoff_take_seqs) then looks so
+	// costly that PostgreSQL would compile it (JIT), for milliseconds.
 	sqlGenericPlans = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
-		set_config('enable_bitmapscan', 'off', true)`
-	// sqlNextSeqs takes the batch's $2 seqs at once; the app's row stays
-	// locked until COMMIT, which keeps seqs gap-free and in commit order.
-	sqlNextSeqs = `UPDATE apps SET seq = seq + $2 WHERE id = $1 RETURNING seq`
-	// firstSeq is the batch's first seq minus one: statements of one
-	// pipeline cannot pass results to each other, but they see the row
-	// the transaction updated. $2 is the batch's number of writes.
-	firstSeq = `(SELECT seq FROM apps WHERE id = $1) - $2`
+		set_config('enable_bitmapscan', 'off', true), set_config('jit', 'off', true)`
 	sqlAddDB = `INSERT INTO dbs (app_id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`
 	// The batch's rows arrive as one array per column, unnested in the
 	// select list: unnest(a, b, …) in FROM costs far more per statement.
 	// Column n is each row's place among the batch's seqs, from 1.
 	sqlLedger = `INSERT INTO revisions (app_id, seq, db, id, rev, deleted, body, time, writer_user, writer_device, writer_handler, path, channels, prev_seq)
-		SELECT $1, ` + firstSeq + ` + r.n, r.db, r.id, r.rev, r.deleted, r.body, r.time, r.wu, r.wd, r.wh, r.path, r.channels, r.prev_seq
+		SELECT $1, s.a[r.n], r.db, r.id, r.rev, r.deleted, r.body, r.time, r.wu, r.wd, r.wh, r.path, r.channels, r.prev_seq
 		FROM (SELECT unnest($3::text[]) AS db, unnest($4::text[]) AS id, unnest($5::text[]) AS rev, unnest($6::bool[]) AS deleted,
 			unnest($7::text[]) AS body, unnest($8::int8[]) AS time, unnest($9::text[]) AS wu, unnest($10::text[]) AS wd,
 			unnest($11::text[]) AS wh, unnest($12::text[]) AS path, unnest($13::text[]) AS channels, unnest($14::int8[]) AS prev_seq,
-			unnest($15::int8[]) AS n) r`
+			unnest($15::int8[]) AS n) r, ` + batchSeqs
 	// sqlNewHeads inserts the heads of documents that had none. Another
 	// node may have created one since they were read: the primary key
 	// then fails the batch, which is run again against the new head.
 	sqlNewHeads = `INSERT INTO docs (app_id, db, id, rev, deleted, body_text, body, seq, time, channels, has_grants)
-		SELECT $1, h.db, h.id, h.rev, h.deleted, h.body_text, h.body::jsonb, ` + firstSeq + ` + h.n, h.time, h.channels, h.has_grants
+		SELECT $1, h.db, h.id, h.rev, h.deleted, h.body_text, h.body::jsonb, s.a[h.n], h.time, h.channels, h.has_grants
 		FROM (SELECT unnest($3::text[]) AS db, unnest($4::text[]) AS id, unnest($5::text[]) AS rev, unnest($6::bool[]) AS deleted,
 			unnest($7::text[]) AS body_text, unnest($8::text[]) AS body, unnest($9::int8[]) AS n, unnest($10::int8[]) AS time,
-			unnest($11::text[]) AS channels, unnest($12::bool[]) AS has_grants) h`
+			unnest($11::text[]) AS channels, unnest($12::bool[]) AS has_grants) h, ` + batchSeqs
 	// sqlSaveHeads overwrites heads the batch locked; an upsert, so each
 	// row is found through the primary key.
 	sqlSaveHeads = sqlNewHeads + ` ON CONFLICT (app_id, db, id) DO UPDATE SET rev = excluded.rev, deleted = excluded.deleted,
 		body_text = excluded.body_text, body = excluded.body, seq = excluded.seq, time = excluded.time,
 		channels = excluded.channels, has_grants = excluded.has_grants`
 	sqlAddEvents = `INSERT INTO events (app_id, seq, depth, next_at, origin, db, doc_id)
-		SELECT $1, ` + firstSeq + ` + e.n, e.depth, e.next_at, e.origin, e.db, e.doc_id
+		SELECT $1, s.a[e.n], e.depth, e.next_at, e.origin, e.db, e.doc_id
 		FROM (SELECT unnest($3::int8[]) AS n, unnest($4::int4[]) AS depth, unnest($5::int8[]) AS next_at,
-			unnest($6::int8[]) AS origin, unnest($7::text[]) AS db, unnest($8::text[]) AS doc_id) e`
+			unnest($6::int8[]) AS origin, unnest($7::text[]) AS db, unnest($8::text[]) AS doc_id) e, ` + batchSeqs
 	// sqlAddClaimedEvents is sqlAddEvents where a row with a lease end
 	// ($9) is leased to node $10 and its run marked begun, unless an
 	// earlier live event of its document exists. It returns each row's seq
@@ -88,9 +83,10 @@ const (
 	// may be planned as a hash of every live event of the app, built once
 	// per reference to it.
 	sqlAddClaimedEvents = `INSERT INTO events (app_id, seq, depth, next_at, origin, db, doc_id, lease_until, lease_owner, running, attempts)
-		SELECT $1, ` + firstSeq + ` + e.n, e.depth, e.next_at, e.origin, e.db, e.doc_id, c.until, c.owner, c.until > 0, (c.until > 0)::int
+		SELECT $1, s.a[e.n], e.depth, e.next_at, e.origin, e.db, e.doc_id, c.until, c.owner, c.until > 0, (c.until > 0)::int
 		FROM (SELECT unnest($3::int8[]) AS n, unnest($4::int4[]) AS depth, unnest($5::int8[]) AS next_at,
 			unnest($6::int8[]) AS origin, unnest($7::text[]) AS db, unnest($8::text[]) AS doc_id, unnest($9::int8[]) AS until) e
+		CROSS JOIN ` + batchSeqs + `
 		LEFT JOIN LATERAL (SELECT true AS held FROM events p WHERE p.app_id = $1 AND p.db = e.db AND p.doc_id = e.doc_id AND NOT p.dead LIMIT 1) h ON true,
 		LATERAL (SELECT CASE WHEN h.held IS NULL THEN e.until ELSE 0 END AS until,
 			CASE WHEN h.held IS NULL AND e.until > 0 THEN $10 ELSE '' END AS owner) c
@@ -106,7 +102,9 @@ const (
 		RETURNING kind, principal, channel, n`
 	// A grant vanishes when its last document lets go of it.
 	sqlCountGone = `DELETE FROM grant_counts WHERE app_id = $1 AND kind = $2 AND principal = $3 AND channel = $4 AND n <= 0`
-	sqlNotify    = `SELECT pg_notify('` + notifyChannel + `', $1::int8::text || ':' || (SELECT seq FROM apps WHERE id = $1)::text)`
+	// sqlNotify runs after COMMIT, in a transaction of its own: the
+	// batch's last seq is in the session (handoff_take_seqs).
+	sqlNotify = `SELECT pg_notify('` + notifyChannel + `', $1::int8::text || ':' || current_setting('handoff.last'))`
 )
 
 // commitReq is one Commit waiting for its app's batch.
@@ -124,9 +122,9 @@ type commitRes struct {
 }
 
 // committer queues each app's Commits. One goroutine per app with writes
-// waiting takes everything queued and writes it in one transaction, so
-// the app's row in apps, which every commit must hold through its WAL
-// flush, is taken once per batch instead of once per write.
+// waiting takes everything queued and writes it in one transaction: one
+// WAL flush, two round trips and one set of statements for the batch,
+// instead of for each write.
 type committer struct {
 	mu      sync.Mutex
 	queues  map[int64][]*commitReq
@@ -330,13 +328,13 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 		batch[i].w.GrantsChanged = tally.Moved(app)
 	}
 	for j, i := range accepted {
-		seq := t.last - t.n + int64(j) + 1
+		seq := t.seqs[j]
 		results[i] = commitRes{seq: seq}
 		if ev := batch[i].w.Event; ev != nil {
 			ev.Claimed = t.claimed[seq]
 		}
 	}
-	s.hintHeads(app, batch, accepted, keys, states, t.last)
+	s.hintHeads(app, batch, accepted, keys, states, t.seqs)
 	return false, nil
 }
 
@@ -451,7 +449,7 @@ func checkWrites(batch []*commitReq, states map[docKey]*docState, results []comm
 type writeTrip struct {
 	b         *pgx.Batch
 	n         int64   // the accepted writes
-	last      int64   // the batch's last seq, once taken
+	seqs      []int64 // the batch's seqs, once taken
 	committed bool    // COMMIT succeeded
 	newDBs    []dbKey // databases the batch creates
 	// claimed are the seqs of the events claimed for their committers,
@@ -463,8 +461,8 @@ type writeTrip struct {
 // databases, ledger, heads, grants and events, commit, announce.
 func (s *Store) queueWrites(app int64, batch []*commitReq, accepted []int, keys []docKey, states map[docKey]*docState, grants *pgx.Batch) *writeTrip {
 	t := &writeTrip{b: &pgx.Batch{}, n: int64(len(accepted))}
-	t.b.Queue(sqlNextSeqs, app, t.n).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&t.last)
+	t.b.Queue(sqlTakeSeqs, app, t.n).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&t.seqs)
 		if noRows(err) {
 			return fmt.Errorf("app %d: %w", app, store.ErrNotFound)
 		}
@@ -505,7 +503,7 @@ func (t *writeTrip) send(ctx context.Context, c *pgx.Conn) (retry bool, err erro
 	var pe *pgconn.PgError
 	refused := errors.As(err, &pe) // by the server, not by a callback here
 	idle := !c.IsClosed() && c.PgConn().TxStatus() == 'I'
-	if err != nil && !t.committed && t.last > 0 && idle && !refused {
+	if err != nil && !t.committed && len(t.seqs) > 0 && idle && !refused {
 		// The pipeline stopped reading early, but the transaction ended
 		// without failing: only COMMIT ends it so.
 		t.committed = true
@@ -525,14 +523,13 @@ func (t *writeTrip) send(ctx context.Context, c *pgx.Conn) (retry bool, err erro
 }
 
 // hintHeads remembers the head each document of a committed batch now
-// has (last is the batch's last seq), and forgets those whose every write
-// was refused: their heads moved.
-func (s *Store) hintHeads(app int64, batch []*commitReq, accepted []int, keys []docKey, states map[docKey]*docState, last int64) {
-	n := int64(len(accepted))
+// has (seqs are the batch's), and forgets those whose every write was
+// refused: their heads moved.
+func (s *Store) hintHeads(app int64, batch []*commitReq, accepted []int, keys []docKey, states map[docKey]*docState, seqs []int64) {
 	for _, k := range keys {
 		hk := store.DocKey{App: app, DB: k.db, ID: k.id}
 		if st := states[k]; st.last >= 0 {
-			s.hints.put(hk, committedHead(batch[accepted[st.last]].w, last-n+int64(st.last)+1, st.hasGrants))
+			s.hints.put(hk, committedHead(batch[accepted[st.last]].w, seqs[st.last], st.hasGrants))
 		} else {
 			s.hints.drop(hk) // every write to it was refused: its head moved
 		}

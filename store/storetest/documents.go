@@ -235,26 +235,42 @@ func testStoreHistory(t *testing.T, e *env) {
 	}
 }
 
+// testStoreSequence: each commit of an app takes a seq above every one the
+// app took before. Seqs need not be dense per app (a store may number
+// every app's commits from one sequence), but a refused or unfinished
+// write takes none: a commit right after another of the same app takes
+// the next seq.
 func testStoreSequence(t *testing.T, e *env) {
 	a := e.app("alice", "a")
 	b := e.app("alice", "b")
 	steps := []struct {
-		app  int64
-		db   string
-		want int64
-	}{{a, "jobs", 1}, {a, "logs", 2}, {b, "jobs", 1}, {a, "jobs", 3}, {b, "x", 2}, {b, "jobs", 3}, {a, "jobs", 4}}
+		app int64
+		db  string
+	}{{a, "jobs"}, {a, "logs"}, {b, "jobs"}, {a, "jobs"}, {b, "x"}, {b, "jobs"}, {a, "jobs"}}
+	last := map[int64]int64{}
+	var prev int64
 	for i, s := range steps {
 		id := fmt.Sprintf("d%d", i)
-		seq := e.commit(e.write(s.app, s.db, id, "", "1-a", `{}`))
-		if seq != s.want {
-			t.Fatalf("commit %d to app %d got seq %d, want %d", i, s.app, seq, s.want)
+		if i == 5 {
+			// Refused: the head moved (d5 is new, so no base rev matches).
+			if _, err := e.st.Commit(e.ctx, e.write(s.app, s.db, id, "1-x", "2-b", `{}`)); !errors.Is(err, store.ErrHeadMoved) {
+				t.Fatalf("a write against a head that moved: %v, want ErrHeadMoved", err)
+			}
 		}
+		seq := e.commit(e.write(s.app, s.db, id, "", "1-a", `{}`))
+		if seq <= last[s.app] {
+			t.Fatalf("commit %d to app %d got seq %d, not above the app's last %d", i, s.app, seq, last[s.app])
+		}
+		if i > 0 && steps[i-1].app == s.app && seq != prev+1 {
+			t.Fatalf("commit %d to app %d got seq %d right after seq %d of the same app", i, s.app, seq, prev)
+		}
+		last[s.app], prev = seq, seq
 		if d := e.get(s.app, s.db, id); d.Seq != seq {
 			t.Fatalf("head of %s has seq %d, want %d", id, d.Seq, seq)
 		}
 	}
-	if e.lastSeq(a) != 4 || e.lastSeq(b) != 3 {
-		t.Fatalf("LastSeq = %d, %d; want 4, 3", e.lastSeq(a), e.lastSeq(b))
+	if e.lastSeq(a) != last[a] || e.lastSeq(b) != last[b] {
+		t.Fatalf("LastSeq = %d, %d; want %d, %d", e.lastSeq(a), e.lastSeq(b), last[a], last[b])
 	}
 }
 
@@ -266,6 +282,7 @@ func testStoreChanges(t *testing.T, e *env) {
 		deleted     bool
 	}
 	var all []rec
+	var allSeqs []int64 // the seqs Commit returned, in order
 	heads := map[string]string{}
 	for i := range 12 {
 		db := []string{"jobs", "logs", "jobs"}[i%3]
@@ -278,7 +295,7 @@ func testStoreChanges(t *testing.T, e *env) {
 		}
 		w := e.write(app, db, id, heads[key], rev, body)
 		w.Writer = store.Writer{User: "alice", Device: fmt.Sprint("dev", i)}
-		e.commit(w)
+		allSeqs = append(allSeqs, e.commit(w))
 		heads[key] = rev
 		all = append(all, rec{db, id, rev, body == ""})
 		e.commit(e.write(other, db, id, heads["other"+key], rev, `{}`))
@@ -296,15 +313,8 @@ func testStoreChanges(t *testing.T, e *env) {
 			}
 		}
 	}
-	seqs := func(from, n int) []int64 {
-		var s []int64
-		for i := range n {
-			s = append(s, int64(from+i))
-		}
-		return s
-	}
 	full := e.changes(app, "", 0, 100)
-	check(full, all, seqs(1, 12), "Changes(all)")
+	check(full, all, allSeqs, "Changes(all)")
 	for i, c := range full {
 		if c.Writer.Device != fmt.Sprint("dev", i) || c.Path != "http" {
 			t.Fatalf("change %d lost its writer or path: %+v", i, c)
@@ -318,13 +328,14 @@ func testStoreChanges(t *testing.T, e *env) {
 	for i, r := range all {
 		if r.db == "jobs" {
 			jobs = append(jobs, r)
-			jobSeqs = append(jobSeqs, int64(i+1))
+			jobSeqs = append(jobSeqs, allSeqs[i])
 		}
 	}
 	check(e.changes(app, "jobs", 0, 100), jobs, jobSeqs, "Changes(jobs)")
-	check(e.changes(app, "", 0, 5), all[:5], seqs(1, 5), "Changes(limit 5)")
-	check(e.changes(app, "", 5, 100), all[5:], seqs(6, 7), "Changes(since 5)")
-	check(e.changes(app, "", 12, 100), nil, nil, "Changes(since last)")
+	check(e.changes(app, "", 0, 5), all[:5], allSeqs[:5], "Changes(limit 5)")
+	check(e.changes(app, "", allSeqs[4], 100), all[5:], allSeqs[5:], "Changes(since the 5th)")
+	check(e.changes(app, "", allSeqs[4]-1, 100), all[4:], allSeqs[4:], "Changes(between the 4th and 5th)")
+	check(e.changes(app, "", allSeqs[11], 100), nil, nil, "Changes(since last)")
 	check(e.changes(app, "nodb", 0, 100), nil, nil, "Changes(unknown db)")
 
 	// Resuming from the last seq of each page gives every change once.
@@ -346,7 +357,7 @@ func testStoreChanges(t *testing.T, e *env) {
 			}
 		}
 		if db == "" {
-			check(got, all, seqs(1, 12), "Changes paged by 3")
+			check(got, all, allSeqs, "Changes paged by 3")
 		} else {
 			check(got, jobs, jobSeqs, "Changes(jobs) paged by 3")
 		}
@@ -455,7 +466,7 @@ func testStoreReopen(t *testing.T, e *env) {
 	e.commit(e.write(app, "jobs", "z", "", "1-a", `{"status":"pending"}`))
 	e.commit(e.write(app, "jobs", "z", "1-a", "2-d", ""))
 	e.commit(e.write(app, "logs", "l", "", "1-a", `{"status":"pending"}`))
-	e.commit(e.write(other, "jobs", "x", "", "1-a", `{"status":"pending"}`))
+	otherSeq := e.commit(e.write(other, "jobs", "x", "", "1-a", `{"status":"pending"}`))
 	q := store.Query{AppID: app, DB: "jobs", Field: "status", Key: []byte(`"pending"`), Limit: 100}
 	wantIDs(t, docIDs(e.query(q)), []string{"y"}, "Query before reopen")
 	before := fmt.Sprintf("%+v|%+v|%+v|%+v", e.get(app, "jobs", "x"), e.history(app, "jobs", "x"), e.changes(app, "", 0, 100), e.get(app, "jobs", "z"))
@@ -495,11 +506,15 @@ func testStoreReopen(t *testing.T, e *env) {
 	if _, err := e.st.Commit(e.ctx, e.write(app, "jobs", "x", "1-a", "2-z", `{}`)); !errors.Is(err, store.ErrHeadMoved) {
 		t.Fatalf("stale commit after reopen: %v, want ErrHeadMoved", err)
 	}
-	if s := e.commit(e.write(app, "jobs", "x", "2-b", "3-c", `{"status":"pending"}`)); s != seq+1 {
-		t.Fatalf("first commit after reopen got seq %d, want %d", s, seq+1)
+	s := e.commit(e.write(app, "jobs", "x", "2-b", "3-c", `{"status":"pending"}`))
+	if s <= seq {
+		t.Fatalf("first commit after reopen got seq %d, not above the last before it, %d", s, seq)
 	}
-	if s := e.commit(e.write(other, "jobs", "x", "1-a", "2-b", `{}`)); s != 2 {
-		t.Fatalf("first commit of the other app after reopen got seq %d, want 2", s)
+	if s2 := e.commit(e.write(app, "jobs", "x", "3-c", "4-d", `{"status":"pending"}`)); s2 != s+1 {
+		t.Fatalf("second commit after reopen got seq %d, want %d", s2, s+1)
+	}
+	if s := e.commit(e.write(other, "jobs", "x", "1-a", "2-b", `{}`)); s <= otherSeq {
+		t.Fatalf("first commit of the other app after reopen got seq %d, not above its last before, %d", s, otherSeq)
 	}
 	wantIDs(t, docIDs(e.query(q)), []string{"x", "y"}, "Query after reopen and a write")
 }

@@ -1,0 +1,159 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestChangesMissNoCommitUnderRacingWriters races writers of three apps
+// on two nodes of one database, which take their seqs from one sequence
+// and commit in another order than they took them, against followers of
+// each app on both nodes that read Changes page by page: every follower
+// reads exactly the acknowledged writes of its app, each once, in seq
+// order. A follower that read past a seq still being committed would miss
+// it (seqs.go).
+func TestChangesMissNoCommitUnderRacingWriters(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t)
+	nodes := []*Store{a, b}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const (
+		apps    = 3
+		writers = 18
+		each    = 60
+	)
+	var ids []int64
+	for i := range apps {
+		ids = append(ids, newApp(t, a, fmt.Sprint("race", i)))
+	}
+
+	var mu sync.Mutex
+	acked := map[int64][]int64{} // app → acknowledged seqs
+	var writing sync.WaitGroup
+	for w := range writers {
+		writing.Add(1)
+		go func() {
+			defer writing.Done()
+			st, app := nodes[w%2], ids[w%apps]
+			base := ""
+			for i := range each {
+				// Each writer keeps its own document and makes a new one
+				// now and then, so batches hold both kinds.
+				id, rev := fmt.Sprintf("w%d", w), fmt.Sprintf("%d-w%d", i+1, w)
+				if i%3 == 0 {
+					id, rev = fmt.Sprintf("w%d-%d", w, i), "1-n"
+				}
+				wbase := base
+				if i%3 == 0 {
+					wbase = ""
+				}
+				seq, err := st.Commit(ctx, doc(app, id, wbase, rev, fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)))
+				if err != nil {
+					t.Errorf("writer %d, write %d: %v", w, i, err)
+					return
+				}
+				if i%3 != 0 {
+					base = rev
+				}
+				mu.Lock()
+				acked[app] = append(acked[app], seq)
+				mu.Unlock()
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { writing.Wait(); close(done) }()
+
+	type result struct {
+		app   int64
+		node  int
+		seqs  []int64
+		since int64
+		err   error
+	}
+	results := make(chan result, 2*apps)
+	follow := func(app int64, node int, since int64) {
+		r := result{app: app, node: node, since: since}
+		defer func() { results <- r }()
+		for {
+			finished := false
+			select {
+			case <-done:
+				finished = true
+			default:
+			}
+			page, err := nodes[node].Changes(ctx, app, "", since, 7)
+			if err != nil {
+				r.err = err
+				return
+			}
+			for _, c := range page {
+				r.seqs = append(r.seqs, c.Seq)
+				since = c.Seq
+			}
+			// Once the writers are done, an empty page means the end.
+			if finished && len(page) == 0 {
+				return
+			}
+			if len(page) < 7 {
+				// Caught up: leave the cores to the writers a moment, as
+				// a follower waiting for the next commit does.
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	for _, app := range ids {
+		for node := range nodes {
+			go follow(app, node, 0)
+		}
+	}
+	for range 2 * apps {
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("follower of app %d on node %d: %v", r.app, r.node, r.err)
+		}
+		want := slices.Sorted(slices.Values(acked[r.app]))
+		if !slices.Equal(r.seqs, want) {
+			missing, extra := diffSeqs(want, r.seqs)
+			t.Fatalf("follower of app %d on node %d read %d changes, want the %d acknowledged: missing %v, extra or out of order %v",
+				r.app, r.node, len(r.seqs), len(want), missing, extra)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	for _, app := range ids {
+		if n := len(acked[app]); n != writers/apps*each {
+			t.Fatalf("app %d has %d acknowledged writes, want %d", app, n, writers/apps*each)
+		}
+	}
+}
+
+// diffSeqs lists the seqs of want that got lacks, and those of got that
+// want lacks or that break its order.
+func diffSeqs(want, got []int64) (missing, extra []int64) {
+	in := map[int64]bool{}
+	for _, s := range got {
+		in[s] = true
+	}
+	for _, s := range want {
+		if !in[s] {
+			missing = append(missing, s)
+		}
+	}
+	ok := map[int64]bool{}
+	for _, s := range want {
+		ok[s] = true
+	}
+	for i, s := range got {
+		if !ok[s] || i > 0 && s <= got[i-1] {
+			extra = append(extra, s)
+		}
+	}
+	return missing, extra
+}
