@@ -256,6 +256,11 @@ func (c *cli) copyTables(ctx context.Context, rtx *sql.Tx, conn *pgx.Conn) ([]un
 				return fmt.Errorf("identity of %s: %w", tbl, err)
 			}
 		}
+		// So do the seqs, which come from one sequence there
+		// (store/postgres/seqs.go).
+		if _, err := wtx.Exec(ctx, `SELECT setval('handoff_seq', max(seq)) FROM revisions HAVING max(seq) > 0`); err != nil {
+			return fmt.Errorf("the sequence of seqs: %w", err)
+		}
 		return nil
 	})
 	if bar != nil {

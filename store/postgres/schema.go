@@ -349,9 +349,10 @@ var migrations = []string{
 	// commits that changed grants, and each such commit announces its
 	// own: two of them may commit in either order.
 	`CREATE SEQUENCE handoff_seq MINVALUE 0 START 1;
-	SELECT setval('handoff_seq', max(seq)) FROM apps HAVING max(seq) > 0;
+	SELECT setval('handoff_seq', m) FROM (SELECT greatest((SELECT max(seq) FROM apps), (SELECT max(seq) FROM revisions),
+		(SELECT max(seq) FROM events)) AS m) x WHERE m > 0;
 	CREATE FUNCTION handoff_seq_taken() RETURNS int8 LANGUAGE sql VOLATILE AS
-		$$ SELECT coalesce(pg_sequence_last_value('handoff_seq'), 0) $$;
+		$$ SELECT coalesce(pg_sequence_last_value('handoff_seq'), (SELECT last_value - 1 FROM handoff_seq)) $$;
 	CREATE FUNCTION handoff_take_seqs(n int4) RETURNS int8[] LANGUAGE plpgsql AS $$
 	DECLARE
 		s int8[];

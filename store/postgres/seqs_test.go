@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TestChangesMissNoCommitUnderRacingWriters races writers of three apps
@@ -156,4 +158,47 @@ func diffSeqs(want, got []int64) (missing, extra []int64) {
 		}
 	}
 	return missing, extra
+}
+
+// TestSeqsContinueAcrossTheSequenceMigration: a database whose apps took
+// their seqs from their rows (schema version 11) goes on above the
+// highest of them once handoff_seq takes over.
+func TestSeqsContinueAcrossTheSequenceMigration(t *testing.T) {
+	t.Parallel()
+	dbURL := emptyDB(t)
+	ctx := context.Background()
+	conn, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Exec(ctx, `CREATE TABLE schema_migrations (version int4 PRIMARY KEY, applied timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range migrations[:11] {
+		if _, err := conn.Exec(ctx, m); err != nil {
+			t.Fatalf("migration %d: %v", i+1, err)
+		}
+		if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, i+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two apps, as commits of version 11 left them.
+	if _, err := conn.Exec(ctx, `INSERT INTO users (name, created) VALUES ('alice', 0);
+		INSERT INTO apps (id, owner, name, created, seq) VALUES (1, 'alice', 'a', 0, 41), (2, 'alice', 'b', 0, 7);
+		INSERT INTO revisions (app_id, seq, db, id, rev, deleted, body, time, path) VALUES (1, 41, 'jobs', 'x', '1-a', false, '{}', 0, 'http');
+		INSERT INTO docs (app_id, db, id, rev, deleted, body_text, body, seq, time) VALUES (1, 'jobs', 'x', '1-a', false, '{}', '{}', 41, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	st := openAt(t, dbURL)
+	defer st.Close()
+	for _, app := range []int64{2, 1} {
+		seq, err := st.Commit(ctx, doc(app, "y", "", "1-a", `{}`))
+		if err != nil || seq <= 41 {
+			t.Fatalf("app %d's first commit after the migration: seq %d, %v; want one above 41", app, seq, err)
+		}
+	}
+	if c, err := st.Changes(ctx, 1, "", 0, -1); err != nil || len(c) != 2 || c[0].Seq != 41 {
+		t.Fatalf("app 1's changes after the migration: %+v, %v; want seq 41 and the new one", c, err)
+	}
 }
