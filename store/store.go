@@ -56,6 +56,10 @@ type Capabilities struct {
 	Heads  HeadHinter
 	// CommitClaims: Commit honours EventSpec.ClaimUntil.
 	CommitClaims bool
+	// SharedTicks: other nodes take the store's ticks too, so a running
+	// tick renews its hold (AcquireTick) lest the others wait out a
+	// dead node's.
+	SharedTicks bool
 }
 
 // Identity keeps users, their token hashes, apps and members.

@@ -291,5 +291,5 @@ func (r *Router) WatchApps(fn func(appID int64)) {
 
 // Capabilities are those of a PostgreSQL store, across databases.
 func (r *Router) Capabilities() store.Capabilities {
-	return store.Capabilities{Grants: r, Apps: r, Nonces: r, Heads: r, CommitClaims: true}
+	return store.Capabilities{Grants: r, Apps: r, Nonces: r, Heads: r, CommitClaims: true, SharedTicks: true}
 }

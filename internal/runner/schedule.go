@@ -89,10 +89,10 @@ func (ar *appRunner) runTick(app App, be appcode.Backend, planned time.Time) {
 	// On a shared database several nodes plan the same tick: the first to
 	// take it runs it, the others skip it. The tick holds the schedule
 	// until it ends, so a node that is free at the next interval skips
-	// that tick too rather than run one beside it. If this node dies
-	// mid-tick, the hold lapses after the run limit.
-	hold := planned.Add(be.Config().Scheduled.Timeout + time.Minute)
-	if ok, err := e.st.AcquireTick(ctx, ar.id, planned, e.node, hold); err != nil || !ok {
+	// that tick too rather than run one beside it. The hold is renewed
+	// while the tick runs; if this node dies mid-tick, it lapses about
+	// tickHold after the last renewal.
+	if ok, err := e.st.AcquireTick(ctx, ar.id, planned, e.node, e.clock.Now().Add(tickHold)); err != nil || !ok {
 		if err != nil && ctx.Err() == nil {
 			e.log.Error("taking a scheduled tick", "app", ar.ref, "err", err)
 		}
@@ -106,6 +106,8 @@ func (ar *appRunner) runTick(app App, be appcode.Backend, planned time.Time) {
 			e.log.Error("ending a scheduled tick's hold", "app", ar.ref, "err", err)
 		}
 	}()
+	renewal := ar.renewTickHold(planned)
+	defer renewal.stop() // before the release above
 	ar.mu.Lock()
 	ar.tick.running = true
 	ar.mu.Unlock()
