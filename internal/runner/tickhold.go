@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -44,7 +45,9 @@ func (tr *tickRenewal) renew() {
 	}
 	// Asking again for the tick this node has moves its hold on
 	// (store.Events.AcquireTick).
-	ok, err := e.st.AcquireTick(e.ctx, ar.id, tr.planned, e.node, e.clock.Now().Add(tickHold))
+	ctx, cancel := context.WithTimeout(e.ctx, renewEvery)
+	defer cancel()
+	ok, err := e.st.AcquireTick(ctx, ar.id, tr.planned, e.node, e.clock.Now().Add(tickHold))
 	switch {
 	case err != nil && e.ctx.Err() == nil:
 		// The next renewal may make it; meanwhile the hold may lapse, and

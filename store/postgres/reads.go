@@ -68,12 +68,22 @@ func (s *Store) Scan(ctx context.Context, appID int64, db, after string, n int) 
 	return scanDocs(db, rows, err)
 }
 
-// LastSeq is the app's highest committed seq; Changes reads up to it
-// at least.
+// LastSeq is the app's highest committed seq below the horizon, which is
+// at least its highest visible one: every seq up to it has ended, so a
+// follower that starts there after a snapshot misses nothing.
 func (s *Store) LastSeq(ctx context.Context, appID int64) (int64, error) {
 	var seq int64
-	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT max(seq) FROM revisions WHERE app_id = a.id), 0) FROM apps a WHERE a.id = $1`, appID).Scan(&seq)
-	if noRows(err) {
+	found := false
+	err := s.readBelowHorizon(ctx, appID, func(rows pgx.Rows) error {
+		for rows.Next() {
+			found = true
+			if err := rows.Scan(&seq); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}, `SELECT coalesce((SELECT max(seq) FROM revisions WHERE app_id = a.id AND `+belowHorizon+`), 0) FROM apps a WHERE a.id = $1`, appID)
+	if err == nil && !found {
 		return 0, fmt.Errorf("app %d: %w", appID, store.ErrNotFound)
 	}
 	return seq, err

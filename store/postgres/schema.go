@@ -374,16 +374,20 @@ var migrations = []string{
 		SELECT coalesce(max(seq), 0) INTO want FROM revisions WHERE app_id = app;
 		LOOP
 			taken := handoff_seq_taken();
+			-- A request not yet granted has taken no seq: its seqs will
+			-- be above taken.
 			SELECT min((l.classid::int8 << 32) | l.objid::int8) INTO m FROM pg_locks l
-				WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.mode = 'ShareLock'
-				AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database());
+				WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.mode = 'ShareLock' AND l.granted
+				AND l.pid <> pg_backend_pid() AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database());
 			IF m IS NULL OR m > taken THEN
 				RETURN taken;
 			ELSIF m - 1 >= want THEN
 				RETURN m - 1;
 			END IF;
-			PERFORM pg_advisory_lock(m);
-			PERFORM pg_advisory_unlock(m);
+			-- Wait for the holders of m. The lock is the reader's
+			-- transaction's, so nothing can leave it held; no commit asks
+			-- for m again, as new keys are above taken.
+			PERFORM pg_advisory_xact_lock(m);
 		END LOOP;
 	END $$;
 	CREATE OR REPLACE FUNCTION handoff_grants_changed() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -404,9 +408,12 @@ var migrations = []string{
 		IF s IS NULL THEN
 			s := handoff_seq_taken();
 		END IF;
+		-- grants_seq grows with each change in the order they commit (the
+		-- row is locked to the end), so the watchers' poll finds a lost
+		-- announcement even of a change whose seq is below an earlier one's.
 		IF current_setting('handoff.granted', true) IS DISTINCT FROM s::text THEN
 			PERFORM set_config('handoff.granted', s::text, true);
-			UPDATE apps SET grants_seq = greatest(grants_seq, s) WHERE id = app;
+			UPDATE apps SET grants_seq = greatest(grants_seq + 1, s) WHERE id = app RETURNING grants_seq INTO s;
 			PERFORM pg_notify('handoff_commits', 'g:' || app || ':' || s);
 		END IF;
 		RETURN NULL;

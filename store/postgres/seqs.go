@@ -28,11 +28,15 @@ import (
 //     before taken was read, so its transaction locked a key ≤ s before
 //     that: either it has ended, or its key is among those held, so
 //     m ≤ s. Hence every seq below m, and up to taken, has ended: the
-//     horizon is min(taken, m−1).
-//   - A reader waits (on the lock of m) until the horizon reaches the
-//     highest seq of the app it can already see, so what it reads covers
-//     every commit that was visible when it asked: read-your-writes, and
-//     every seq a Watch callback was told.
+//     horizon is min(taken, m−1). A lock still waited for is no key held:
+//     its transaction has taken no seq yet, and will take them above
+//     taken.
+//   - A reader waits (for the lock of m, in its own transaction) until
+//     the horizon reaches the highest seq of the app it can already see,
+//     so what it reads covers every commit that was visible when it
+//     asked: read-your-writes, and every seq a Watch callback was told.
+//     LastSeq answers below the horizon too, so a follower that starts
+//     from it after reading a snapshot misses no commit still in flight.
 //   - The rows are read by a later statement than the horizon, so with a
 //     later snapshot, which sees every commit below the horizon.
 //

@@ -202,3 +202,67 @@ func TestSeqsContinueAcrossTheSequenceMigration(t *testing.T) {
 		t.Fatalf("app 1's changes after the migration: %+v, %v; want seq 41 and the new one", c, err)
 	}
 }
+
+// TestLastSeqWaitsForASeqInFlight: while a commit that took a seq is
+// still open, a later commit of the app is visible, but LastSeq does not
+// answer with it: a follower that started there after reading a snapshot
+// would never see the earlier commit. It answers once that commit ends,
+// and the ledger then holds both.
+func TestLastSeqWaitsForASeqInFlight(t *testing.T) {
+	t.Parallel()
+	dbURL := freshDB(t)
+	st := openAt(t, dbURL)
+	defer st.Close()
+	ctx := context.Background()
+	app := newApp(t, st, "jobs")
+	// A commit of another node, stopped between taking its seq and its end.
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var early []int64
+	if err := tx.QueryRow(ctx, `SELECT handoff_take_seqs(1)`).Scan(&early); err != nil {
+		t.Fatal(err)
+	}
+	late, err := st.Commit(ctx, doc(app, "late", "", "1-a", `{}`))
+	if err != nil || late <= early[0] {
+		t.Fatalf("the later commit: seq %d, %v; want one above %d", late, err, early[0])
+	}
+	type answer struct {
+		seq int64
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		seq, err := st.LastSeq(ctx, app)
+		got <- answer{seq, err}
+	}()
+	waitUntil(t, 30*time.Second, "LastSeq to wait for the commit in flight", func() bool {
+		select {
+		case a := <-got:
+			t.Fatalf("LastSeq answered %d, %v while seq %d was in flight", a.seq, a.err, early[0])
+		default:
+		}
+		return lockWaiters(t, st) == 1
+	})
+	if _, err := tx.Exec(ctx, `INSERT INTO revisions (app_id, seq, db, id, rev, deleted, body, time, path)
+		VALUES ($1, $2, 'jobs', 'early', '1-a', false, '{}', 0, 'http')`, app, early[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-got; a.err != nil || a.seq != late {
+		t.Fatalf("LastSeq = %d, %v; want %d", a.seq, a.err, late)
+	}
+	c, err := st.Changes(ctx, app, "", 0, -1)
+	if err != nil || len(c) != 2 || c[0].Seq != early[0] || c[1].Seq != late {
+		t.Fatalf("Changes = %+v, %v; want seqs %d and %d", c, err, early[0], late)
+	}
+}
