@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoff-run/handoff/store"
 )
 
 // TestChangesMissNoCommitUnderRacingWriters races writers of three apps
@@ -264,5 +266,58 @@ func TestLastSeqWaitsForASeqInFlight(t *testing.T) {
 	c, err := st.Changes(ctx, app, "", 0, -1)
 	if err != nil || len(c) != 2 || c[0].Seq != early[0] || c[1].Seq != late {
 		t.Fatalf("Changes = %+v, %v; want seqs %d and %d", c, err, early[0], late)
+	}
+}
+
+// TestGrantsSeqMovesForEachGrantChange: a grant change that commits after
+// one with a higher seq still moves apps.grants_seq, which the watchers'
+// poll compares with what they were told: a lost announcement of either
+// change is found.
+func TestGrantsSeqMovesForEachGrantChange(t *testing.T) {
+	t.Parallel()
+	dbURL := freshDB(t)
+	st := openAt(t, dbURL)
+	defer st.Close()
+	ctx := context.Background()
+	app := newApp(t, st, "jobs")
+	grantsSeq := func() int64 {
+		t.Helper()
+		var n int64
+		if err := st.pool.QueryRow(ctx, `SELECT grants_seq FROM apps WHERE id = $1`, app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// A commit of another node that took its seq first and makes a grant
+	// appear, stopped before its end.
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var early []int64
+	if err := tx.QueryRow(ctx, `SELECT handoff_take_seqs(1)`).Scan(&early); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO grant_counts (app_id, kind, principal, channel, n) VALUES ($1, 'role', 'early', 'c', 1)`, app); err != nil {
+		t.Fatal(err)
+	}
+	w := doc(app, "late", "", "1-a", `{}`)
+	w.Grants = []store.Grant{{Kind: "role", Principal: "late", Channel: "c"}}
+	late, err := st.Commit(ctx, w)
+	if err != nil || late <= early[0] {
+		t.Fatalf("the later commit: seq %d, %v; want one above %d", late, err, early[0])
+	}
+	first := grantsSeq()
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if second := grantsSeq(); second <= first {
+		t.Fatalf("grants_seq %d after the later seq's grant change, %d after the earlier seq's: it did not move", first, second)
 	}
 }
