@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoff-run/handoff/store"
@@ -205,6 +206,29 @@ func TestSeqsContinueAcrossTheSequenceMigration(t *testing.T) {
 	}
 }
 
+// seqInFlight opens a transaction on dbURL that has taken one seq, as a
+// commit of another node does, and returns it and the seq; it is rolled
+// back when the test ends unless the test commits it.
+func seqInFlight(t *testing.T, dbURL string) (pgx.Tx, int64) {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	var seqs []int64
+	if err := tx.QueryRow(ctx, `SELECT handoff_take_seqs(1)`).Scan(&seqs); err != nil {
+		t.Fatal(err)
+	}
+	return tx, seqs[0]
+}
+
 // TestLastSeqWaitsForASeqInFlight: while a commit that took a seq is
 // still open, a later commit of the app is visible, but LastSeq does not
 // answer with it: a follower that started there after reading a snapshot
@@ -218,23 +242,10 @@ func TestLastSeqWaitsForASeqInFlight(t *testing.T) {
 	ctx := context.Background()
 	app := newApp(t, st, "jobs")
 	// A commit of another node, stopped between taking its seq and its end.
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	var early []int64
-	if err := tx.QueryRow(ctx, `SELECT handoff_take_seqs(1)`).Scan(&early); err != nil {
-		t.Fatal(err)
-	}
+	tx, early := seqInFlight(t, dbURL)
 	late, err := st.Commit(ctx, doc(app, "late", "", "1-a", `{}`))
-	if err != nil || late <= early[0] {
-		t.Fatalf("the later commit: seq %d, %v; want one above %d", late, err, early[0])
+	if err != nil || late <= early {
+		t.Fatalf("the later commit: seq %d, %v; want one above %d", late, err, early)
 	}
 	type answer struct {
 		seq int64
@@ -248,13 +259,13 @@ func TestLastSeqWaitsForASeqInFlight(t *testing.T) {
 	waitUntil(t, 30*time.Second, "LastSeq to wait for the commit in flight", func() bool {
 		select {
 		case a := <-got:
-			t.Fatalf("LastSeq answered %d, %v while seq %d was in flight", a.seq, a.err, early[0])
+			t.Fatalf("LastSeq answered %d, %v while seq %d was in flight", a.seq, a.err, early)
 		default:
 		}
 		return lockWaiters(t, st) == 1
 	})
 	if _, err := tx.Exec(ctx, `INSERT INTO revisions (app_id, seq, db, id, rev, deleted, body, time, path)
-		VALUES ($1, $2, 'jobs', 'early', '1-a', false, '{}', 0, 'http')`, app, early[0]); err != nil {
+		VALUES ($1, $2, 'jobs', 'early', '1-a', false, '{}', 0, 'http')`, app, early); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -264,8 +275,8 @@ func TestLastSeqWaitsForASeqInFlight(t *testing.T) {
 		t.Fatalf("LastSeq = %d, %v; want %d", a.seq, a.err, late)
 	}
 	c, err := st.Changes(ctx, app, "", 0, -1)
-	if err != nil || len(c) != 2 || c[0].Seq != early[0] || c[1].Seq != late {
-		t.Fatalf("Changes = %+v, %v; want seqs %d and %d", c, err, early[0], late)
+	if err != nil || len(c) != 2 || c[0].Seq != early || c[1].Seq != late {
+		t.Fatalf("Changes = %+v, %v; want seqs %d and %d", c, err, early, late)
 	}
 }
 
@@ -290,28 +301,15 @@ func TestGrantsSeqMovesForEachGrantChange(t *testing.T) {
 	}
 	// A commit of another node that took its seq first and makes a grant
 	// appear, stopped before its end.
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	var early []int64
-	if err := tx.QueryRow(ctx, `SELECT handoff_take_seqs(1)`).Scan(&early); err != nil {
-		t.Fatal(err)
-	}
+	tx, early := seqInFlight(t, dbURL)
 	if _, err := tx.Exec(ctx, `INSERT INTO grant_counts (app_id, kind, principal, channel, n) VALUES ($1, 'role', 'early', 'c', 1)`, app); err != nil {
 		t.Fatal(err)
 	}
 	w := doc(app, "late", "", "1-a", `{}`)
 	w.Grants = []store.Grant{{Kind: "role", Principal: "late", Channel: "c"}}
 	late, err := st.Commit(ctx, w)
-	if err != nil || late <= early[0] {
-		t.Fatalf("the later commit: seq %d, %v; want one above %d", late, err, early[0])
+	if err != nil || late <= early {
+		t.Fatalf("the later commit: seq %d, %v; want one above %d", late, err, early)
 	}
 	first := grantsSeq()
 	if err := tx.Commit(ctx); err != nil {
