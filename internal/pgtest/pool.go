@@ -33,6 +33,10 @@ var pool struct {
 	kept    map[string]int64 // the tables prepare wrote rows to, and how many
 	free    []string         // databases ready for a test
 	all     []string         // every database made under Main
+	// keepers hold a connection to each database of the pool for its
+	// resets: a new connection costs PostgreSQL a process, tens of
+	// milliseconds of CPU on a slow machine, and every test resets.
+	keepers map[string]*pgx.Conn
 }
 
 // Main runs a package's tests (m.Run) with their databases kept for reuse
@@ -46,9 +50,12 @@ func Main(m *testing.M, prepare func(ctx context.Context, url string) error) int
 	pool.mu.Unlock()
 	code := m.Run()
 	pool.mu.Lock()
-	names := pool.all
-	pool.on, pool.prepare, pool.shape, pool.kept, pool.free, pool.all = false, nil, "", nil, nil, nil
+	names, keepers := pool.all, pool.keepers
+	pool.on, pool.prepare, pool.shape, pool.kept, pool.free, pool.all, pool.keepers = false, nil, "", nil, nil, nil, nil
 	pool.mu.Unlock()
+	for _, conn := range keepers {
+		conn.Close(context.Background())
+	}
 	for _, name := range names {
 		if err := admin(baseURL, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
 			fmt.Printf("pgtest: drop database %s: %v\n", name, err)
@@ -116,6 +123,13 @@ func give(base, name string) error {
 }
 
 func drop(base, name string) error {
+	pool.mu.Lock()
+	conn := pool.keepers[name]
+	delete(pool.keepers, name)
+	pool.mu.Unlock()
+	if conn != nil {
+		conn.Close(context.Background())
+	}
 	if err := admin(base, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
 		return fmt.Errorf("drop database %s: %w", name, err)
 	}
@@ -222,7 +236,8 @@ func prepared(base, name string) error {
 // setting, no row but those prepare wrote, no statistics; the schema
 // prepared again if a test changed it.
 func reset(base, name string) error {
-	if err := admin(base, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '`+name+`' AND pid <> pg_backend_pid();
+	if err := admin(base, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '`+name+`'
+			AND pid <> pg_backend_pid() AND application_name IS DISTINCT FROM '`+keeperName+`';
 		ALTER DATABASE `+name+` RESET ALL`); err != nil {
 		return err
 	}
@@ -231,34 +246,37 @@ func reset(base, name string) error {
 	kept := slices.Collect(maps.Keys(pool.kept))
 	pool.mu.Unlock()
 	same := false
-	err := query(u, func(conn *pgx.Conn) error {
+	err := keeper(u, name, func(conn *pgx.Conn) error {
 		// "" keeps the list from being nil, which would count every table.
 		l, err := layoutOf(conn, append(kept, ""))
 		if err != nil || !asPrepared(l) {
 			return err
 		}
 		same = true
-		// Only the tables a test wrote to are truncated (a truncate makes
-		// new files for a table and its indexes: most of a reset's cost);
-		// identities start again, and statistics go, so that the next
+		// Rows are deleted, not truncated: a truncate makes new files for
+		// every table and index it reaches, some 50 ms a reset, where a
+		// test's few rows take a millisecond to delete. The backends the
+		// test left must be gone first, so that none commits rows after
+		// the delete; triggers (foreign keys among them) stay off, so the
+		// order of the tables does not matter and no trigger writes rows
+		// back. Sequences start again, and statistics go, so that the next
 		// test's plans are made as on new tables.
-		_, err = conn.Exec(context.Background(), `DO $$ DECLARE t text; has bool; used text[] := '{}'; BEGIN
-			FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND NOT tablename = ANY('`+pgArray(kept)+`'::text[]) LOOP
-				EXECUTE format('SELECT EXISTS (SELECT 1 FROM public.%I)', t) INTO has;
-				IF has THEN
-					used := used || t;
-				ELSE
-					PERFORM setval(d.objid, q.seqstart, false) FROM pg_depend d JOIN pg_sequence q ON q.seqrelid = d.objid
-						WHERE d.classid = 'pg_class'::regclass AND d.refobjid = format('public.%I', t)::regclass AND d.deptype IN ('a', 'i');
-				END IF;
+		_, err = conn.Exec(context.Background(), `DO $$ DECLARE t text; BEGIN
+			FOR i IN 1..5000 LOOP
+				PERFORM pg_stat_clear_snapshot();
+				EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+					AND backend_type = 'client backend' AND pid <> pg_backend_pid());
+				IF i = 5000 THEN RAISE EXCEPTION 'a terminated backend is still connected after 10 s'; END IF;
+				PERFORM pg_sleep(0.002);
 			END LOOP;
-			-- Sequences of no table's start again too.
+			SET LOCAL session_replication_role = replica;
+			FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND NOT tablename = ANY('`+pgArray(kept)+`'::text[]) LOOP
+				EXECUTE format('DELETE FROM public.%I', t);
+			END LOOP;
 			PERFORM setval(q.seqrelid, q.seqstart, false) FROM pg_sequence q JOIN pg_class c ON c.oid = q.seqrelid
 				WHERE c.relnamespace = 'public'::regnamespace AND NOT EXISTS (SELECT 1 FROM pg_depend d
-					WHERE d.classid = 'pg_class'::regclass AND d.objid = q.seqrelid AND d.deptype IN ('a', 'i'));
-			IF cardinality(used) > 0 THEN
-				EXECUTE 'TRUNCATE ' || (SELECT string_agg(format('public.%I', u), ', ') FROM unnest(used) u) || ' RESTART IDENTITY CASCADE';
-			END IF;
+					WHERE d.classid = 'pg_class'::regclass AND d.objid = q.seqrelid AND d.deptype IN ('a', 'i')
+					AND d.refobjid::regclass::text = ANY('`+pgArray(kept)+`'::text[]));
 		END $$; `+statsGone)
 		return err
 	})
@@ -292,6 +310,60 @@ func dbURL(base, name string) string {
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// keeperName is the application_name of the keepers' connections, which
+// reset leaves connected.
+const keeperName = "pgtest-keeper"
+
+// keeper runs fn on the kept connection to database name (at u), made
+// now if there is none. A test may have ended that connection (one that
+// terminates every backend of its database, say): then fn runs once more
+// on a new one.
+func keeper(u, name string, fn func(*pgx.Conn) error) error {
+	pool.mu.Lock()
+	conn := pool.keepers[name]
+	delete(pool.keepers, name)
+	pool.mu.Unlock()
+	var err error
+	for try := 0; try < 2; try++ {
+		if conn == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			cfg, perr := pgx.ParseConfig(u)
+			if perr != nil {
+				cancel()
+				return perr
+			}
+			cfg.RuntimeParams["application_name"] = keeperName
+			conn, err = pgx.ConnectConfig(ctx, cfg)
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+		if err = fn(conn); err == nil || !conn.IsClosed() {
+			break
+		}
+		conn = nil
+	}
+	if conn == nil || conn.IsClosed() || err != nil {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+		return err
+	}
+	pool.mu.Lock()
+	if pool.on {
+		if pool.keepers == nil {
+			pool.keepers = map[string]*pgx.Conn{}
+		}
+		pool.keepers[name], conn = conn, nil
+	}
+	pool.mu.Unlock()
+	if conn != nil {
+		conn.Close(context.Background())
+	}
+	return nil
 }
 
 // query runs fn on a connection of its own to the database at u.
