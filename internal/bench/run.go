@@ -106,12 +106,15 @@ func (r *jobsRun) putJob(ctx context.Context, e *engine.Engine, o JobsOptions, o
 	body = append(body, '}')
 	t0 := time.Now()
 	app := o.appOf(i)
-	_, err := e.Put(ctx, owner, app, jobsDB, jobID(i), body, appcode.PutOptions{})
+	// ifAbsent, as an enqueuer that may try again puts a job: a second
+	// try of a put that did commit reports the job instead of refusing.
+	create := appcode.PutOptions{IfAbsent: true}
+	_, err := e.Put(ctx, owner, app, jobsDB, jobID(i), body, create)
 	// A put refused before its commit because the machine stalled
 	// (access.js past its deadline, overload) is tried again, and counted.
 	for try := 1; try < maxPutTries && (errs.Is(err, errs.AccessError) || errs.Is(err, errs.Unavailable)); try++ {
 		r.retries.Add(1)
-		_, err = e.Put(ctx, owner, app, jobsDB, jobID(i), body, appcode.PutOptions{})
+		_, err = e.Put(ctx, owner, app, jobsDB, jobID(i), body, create)
 	}
 	if err != nil {
 		return fmt.Errorf("putting %s: %w", jobID(i), err)

@@ -33,6 +33,11 @@ func (e *Engine) Put(ctx context.Context, a Actor, appRef, db, id string, body [
 	if err != nil {
 		return appcode.WriteResult{}, err
 	}
+	// A create needs no read of the head it expects not to find: a minted
+	// id is new, and ifAbsent says the caller expects none. The commit
+	// checks that guess like a hint's (no base on an existing document is
+	// refused), and then the write reads the head and decides again.
+	absent := o.IfAbsent
 	switch {
 	case id == "" && p.id == "":
 		if o.IfRev != "" {
@@ -43,7 +48,7 @@ func (e *Engine) Put(ctx context.Context, a Actor, appRef, db, id string, body [
 			// the no-op that ifAbsent promises on a re-run.
 			return appcode.WriteResult{}, errs.New(errs.Invalid, "ifAbsent needs a document id: without one a new document is minted each time; pass an id or give the body an _id")
 		}
-		id = mintID(e.clock.Now())
+		id, absent = mintID(e.clock.Now()), true
 	case id == "":
 		id = p.id
 	case p.id != "" && p.id != id:
@@ -52,7 +57,7 @@ func (e *Engine) Put(ctx context.Context, a Actor, appRef, db, id string, body [
 	if err := ValidID(id); err != nil {
 		return appcode.WriteResult{}, err
 	}
-	return e.write(ctx, a, app, db, id, false, p.body, o)
+	return e.write(ctx, a, app, db, id, false, p.body, o, absent)
 }
 
 // Delete writes a tombstone. Deleting a missing or deleted document is
@@ -68,14 +73,15 @@ func (e *Engine) Delete(ctx context.Context, a Actor, appRef, db, id, ifRev stri
 	if err := ValidID(id); err != nil {
 		return appcode.WriteResult{}, err
 	}
-	return e.write(ctx, a, app, db, id, true, nil, appcode.PutOptions{IfRev: ifRev})
+	return e.write(ctx, a, app, db, id, true, nil, appcode.PutOptions{IfRev: ifRev}, false)
 }
 
 // write is the critical section of docs/architecture.md, "Storage and the write path": read the head, check the
 // conditions, decide, and commit only if the head is still the one read.
 // A head that moved means another writer won the race: read it again and
-// decide again, never overwrite blindly.
-func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id string, deleted bool, body []byte, o appcode.PutOptions) (res appcode.WriteResult, err error) {
+// decide again, never overwrite blindly. absent: the caller expects no
+// document, so the first try decides against none without reading.
+func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id string, deleted bool, body []byte, o appcode.PutOptions, absent bool) (res appcode.WriteResult, err error) {
 	if err := e.spendFanOut(app, a); err != nil {
 		return appcode.WriteResult{}, err
 	}
@@ -102,6 +108,10 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 			hinted = head != nil
 			hints = nil
 		}
+		if !hinted && absent {
+			hinted = true // that there is none
+		}
+		absent = false
 		if !hinted {
 			var err error
 			if head, err = e.st.Get(ctx, app.ID, db, id); err != nil {
@@ -116,7 +126,7 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 			if gerr != nil {
 				return appcode.WriteResult{}, internal(gerr)
 			}
-			if fresh == nil || fresh.Rev != head.Rev {
+			if (fresh == nil) != (head == nil) || fresh != nil && fresh.Rev != head.Rev {
 				continue
 			}
 		}
