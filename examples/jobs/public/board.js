@@ -84,7 +84,8 @@ $("#queue").onsubmit = async (ev) => {
   if (form.fail.checked) job.failAttempts = 1;
   const id = "job-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2, 6);
   try {
-    await connect().app(app).db("jobs").put(job, { id });
+    // ifAbsent: a job is created once, and the server need not look for it first.
+    await connect().app(app).db("jobs").put(job, { id, ifAbsent: true });
     form.reset();
     say(`Queued ${id}.`, true);
   } catch (err) {
