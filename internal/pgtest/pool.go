@@ -35,7 +35,9 @@ var pool struct {
 	all     []string         // every database made under Main
 	// keepers hold a connection to each database of the pool for its
 	// resets: a new connection costs PostgreSQL a process, tens of
-	// milliseconds of CPU on a slow machine, and every test resets.
+	// milliseconds of CPU on a slow machine, and every test resets. A
+	// test sees it in pg_stat_activity (application_name pgtest-keeper),
+	// idle, holding no lock.
 	keepers map[string]*pgx.Conn
 }
 
@@ -253,30 +255,27 @@ func reset(base, name string) error {
 			return err
 		}
 		same = true
-		// Rows are deleted, not truncated: a truncate makes new files for
-		// every table and index it reaches, some 50 ms a reset, where a
-		// test's few rows take a millisecond to delete. The backends the
-		// test left must be gone first, so that none commits rows after
-		// the delete; triggers (foreign keys among them) stay off, so the
-		// order of the tables does not matter and no trigger writes rows
-		// back. Sequences start again, and statistics go, so that the next
+		// Only the tables a test wrote to are truncated (a truncate makes
+		// new files for a table and its indexes: most of a reset's cost);
+		// identities start again, and statistics go, so that the next
 		// test's plans are made as on new tables.
-		_, err = conn.Exec(context.Background(), `DO $$ DECLARE t text; BEGIN
-			FOR i IN 1..5000 LOOP
-				PERFORM pg_stat_clear_snapshot();
-				EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
-					AND backend_type = 'client backend' AND pid <> pg_backend_pid());
-				IF i = 5000 THEN RAISE EXCEPTION 'a terminated backend is still connected after 10 s'; END IF;
-				PERFORM pg_sleep(0.002);
-			END LOOP;
-			SET LOCAL session_replication_role = replica;
+		_, err = conn.Exec(context.Background(), `DO $$ DECLARE t text; has bool; used text[] := '{}'; BEGIN
 			FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND NOT tablename = ANY('`+pgArray(kept)+`'::text[]) LOOP
-				EXECUTE format('DELETE FROM public.%I', t);
+				EXECUTE format('SELECT EXISTS (SELECT 1 FROM public.%I)', t) INTO has;
+				IF has THEN
+					used := used || t;
+				ELSE
+					PERFORM setval(d.objid, q.seqstart, false) FROM pg_depend d JOIN pg_sequence q ON q.seqrelid = d.objid
+						WHERE d.classid = 'pg_class'::regclass AND d.refobjid = format('public.%I', t)::regclass AND d.deptype IN ('a', 'i');
+				END IF;
 			END LOOP;
+			-- Sequences of no table's start again too.
 			PERFORM setval(q.seqrelid, q.seqstart, false) FROM pg_sequence q JOIN pg_class c ON c.oid = q.seqrelid
 				WHERE c.relnamespace = 'public'::regnamespace AND NOT EXISTS (SELECT 1 FROM pg_depend d
-					WHERE d.classid = 'pg_class'::regclass AND d.objid = q.seqrelid AND d.deptype IN ('a', 'i')
-					AND d.refobjid::regclass::text = ANY('`+pgArray(kept)+`'::text[]));
+					WHERE d.classid = 'pg_class'::regclass AND d.objid = q.seqrelid AND d.deptype IN ('a', 'i'));
+			IF cardinality(used) > 0 THEN
+				EXECUTE 'TRUNCATE ' || (SELECT string_agg(format('public.%I', u), ', ') FROM unnest(used) u) || ' RESTART IDENTITY CASCADE';
+			END IF;
 		END $$; `+statsGone)
 		return err
 	})

@@ -76,9 +76,9 @@ func TestPoolHandsOutPreparedDatabases(t *testing.T) {
 	if n := one(u, `SELECT nextval('numbers')`); n != 1 {
 		t.Fatalf("a sequence of no table at %d, want 1 again", n)
 	}
-	// A table the test emptied itself has its identity start again too;
-	// and a test that ended every connection to its database, the
-	// keeper's among them, still gets it reset.
+	// A table the test emptied itself is not truncated; its identity
+	// starts again all the same. And a test that ended every connection
+	// to its database, the keeper's among them, still gets it reset.
 	if err := admin(u, `INSERT INTO jobs (s) VALUES ('c'); DELETE FROM gone; DELETE FROM jobs`); err != nil {
 		t.Fatal(err)
 	}
