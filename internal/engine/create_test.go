@@ -13,10 +13,19 @@ import (
 	"github.com/handoff-run/handoff/store/sqlite"
 )
 
-// countingGets counts the head reads a store serves.
+// countingGets counts the head reads a store serves, and offers hints
+// (none), as a store whose reads cost a round trip does.
 type countingGets struct {
 	store.Store
 	gets atomic.Int64
+}
+
+func (c *countingGets) HeadHint(int64, string, string) *store.Doc { return nil }
+
+func (c *countingGets) Capabilities() store.Capabilities {
+	caps := c.Store.Capabilities()
+	caps.Heads = c
+	return caps
 }
 
 func (c *countingGets) Get(ctx context.Context, appID int64, db, id string) (*store.Doc, error) {
@@ -24,12 +33,12 @@ func (c *countingGets) Get(ctx context.Context, appID int64, db, id string) (*st
 	return c.Store.Get(ctx, appID, db, id)
 }
 
-// TestCreatesReadNoHead: a put with a minted id or ifAbsent decides
-// against no head without reading one (a round trip on PostgreSQL). When
-// the document exists after all, the commit refuses that guess, and the
-// write ends as it would have: ifAbsent reports the existing document,
-// though access.js refuses the write it would be as a create, and a
-// tombstone is written over at its next generation.
+// TestCreatesReadNoHead: on a store whose reads cost a round trip, a put
+// with a minted id or ifAbsent decides against no head without reading
+// one. When the document exists after all, the commit refuses that guess,
+// and the write ends as it would have: ifAbsent reports the existing
+// document, though access.js refuses the write it would be as a create,
+// and a tombstone is written over at its next generation.
 func TestCreatesReadNoHead(t *testing.T) {
 	t.Parallel()
 	sq, err := sqlite.OpenUnsynced(t.TempDir())

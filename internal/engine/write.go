@@ -98,6 +98,9 @@ func (e *Engine) write(ctx context.Context, a Actor, app *appState, db, id strin
 		}
 	}
 	hints := e.caps.Heads
+	// Only where a read costs a round trip (a store that hints) is the
+	// guess worth a refused commit when it is wrong.
+	absent = absent && hints != nil
 	for range maxHeadRetries {
 		// A hint saves the read, but it may be stale: the commit checks
 		// it, and a refusal stands only once a fresh read agrees.
