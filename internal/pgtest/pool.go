@@ -324,45 +324,50 @@ func keeper(u, name string, fn func(*pgx.Conn) error) error {
 	conn := pool.keepers[name]
 	delete(pool.keepers, name)
 	pool.mu.Unlock()
-	var err error
-	for try := 0; try < 2; try++ {
-		if conn == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			cfg, perr := pgx.ParseConfig(u)
-			if perr != nil {
-				cancel()
-				return perr
-			}
-			cfg.RuntimeParams["application_name"] = keeperName
-			conn, err = pgx.ConnectConfig(ctx, cfg)
-			cancel()
-			if err != nil {
-				return err
-			}
+	if conn != nil {
+		err := fn(conn)
+		if err == nil {
+			keep(name, conn)
+			return nil
 		}
-		if err = fn(conn); err == nil || !conn.IsClosed() {
-			break
-		}
-		conn = nil
-	}
-	if conn == nil || conn.IsClosed() || err != nil {
-		if conn != nil {
+		if !conn.IsClosed() {
 			conn.Close(context.Background())
+			return err
 		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := pgx.ParseConfig(u)
+	if err != nil {
 		return err
 	}
+	cfg.RuntimeParams["application_name"] = keeperName
+	if conn, err = pgx.ConnectConfig(ctx, cfg); err != nil {
+		return err
+	}
+	if err := fn(conn); err != nil {
+		conn.Close(context.Background())
+		return err
+	}
+	keep(name, conn)
+	return nil
+}
+
+// keep makes conn the kept connection to database name, or closes it
+// when the pool is no longer on.
+func keep(name string, conn *pgx.Conn) {
 	pool.mu.Lock()
-	if pool.on {
+	on := pool.on
+	if on {
 		if pool.keepers == nil {
 			pool.keepers = map[string]*pgx.Conn{}
 		}
-		pool.keepers[name], conn = conn, nil
+		pool.keepers[name] = conn
 	}
 	pool.mu.Unlock()
-	if conn != nil {
+	if !on {
 		conn.Close(context.Background())
 	}
-	return nil
 }
 
 // query runs fn on a connection of its own to the database at u.
