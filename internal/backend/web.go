@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"hash"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/dop251/goja"
@@ -28,7 +29,9 @@ import (
 //go:embed web.js
 var webJS string
 
-var webProgram = goja.MustCompile("handoff:web.js", webJS, true)
+// webProgram is compiled on first use, not at start: every CLI command
+// starts this binary, and most never run a handler.
+var webProgram = sync.OnceValue(func() *goja.Program { return goja.MustCompile("handoff:web.js", webJS, true) })
 
 // webKey is the jsvm.VM.Memo key of a runtime's *web.
 type webKey struct{}
@@ -53,7 +56,7 @@ func (rt *runtime) installWeb() error {
 			return err
 		}
 	}
-	f, err := vm.RunProgram(webProgram)
+	f, err := vm.RunProgram(webProgram())
 	if err != nil {
 		return fmt.Errorf("backend: loading web.js: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -16,7 +17,6 @@ import (
 
 var (
 	dbNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-	fieldRE  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$`)
 	roleRE   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 )
 
@@ -51,9 +51,15 @@ func ValidRole(role string) error {
 	return nil
 }
 
+// fieldRE is compiled on first use: its bounded repeats make a large
+// program, and every CLI command would compile it at start.
+var fieldRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$`)
+})
+
 // ValidField checks a query field: a name or a dotted path of names.
 func ValidField(f string) error {
-	if !fieldRE.MatchString(f) {
+	if !fieldRE().MatchString(f) {
 		return errs.New(errs.Invalid, "field %q must be a name of letters, digits, '_' or '-', or a dotted path of such names", f)
 	}
 	return nil

@@ -26,7 +26,9 @@ var preludeSource string
 // preludeName is the prelude's file name in stacks.
 const preludeName = "handoff:test"
 
-var prelude = goja.MustCompile(preludeName, preludeSource, true)
+// prelude is compiled on first use, not when the binary starts: only
+// `handoff test` runs it.
+var prelude = sync.OnceValue(func() *goja.Program { return goja.MustCompile(preludeName, preludeSource, true) })
 
 // testRun is one test in progress: its environment, and what the test
 // API keeps for it.
@@ -109,7 +111,7 @@ func (f *fileRun) setup(vm *jsvm.VM) error {
 	if err := native.Set("owner", owner); err != nil {
 		return err
 	}
-	v, err := vm.RunProgram(prelude)
+	v, err := vm.RunProgram(prelude())
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,8 @@ import (
 	"reflect"
 
 	"github.com/dop251/goja"
+
+	"github.com/handoff-run/handoff/internal/workers"
 )
 
 // goja runs promise jobs when a top-level call returns, so an async export
@@ -93,13 +95,13 @@ type JSValuer interface {
 	JSValue(vm *VM) goja.Value
 }
 
-// Async runs work on a new goroutine and returns a promise for its
-// result, settled on the VM's goroutine. work gets the call's context,
-// cancelled when the call ends. Results convert as follows: nil is
-// undefined, json.RawMessage is parsed into plain JS values, a Settler
-// runs on the VM, anything else goes through vm.ToValue. An error rejects
-// the promise with err.JSValue(vm) if it implements JSValuer, else with a
-// GoError whose message is err.Error().
+// Async runs work on a goroutine of its own (package workers) and returns
+// a promise for its result, settled on the VM's goroutine. work gets the
+// call's context, cancelled when the call ends. Results convert as
+// follows: nil is undefined, json.RawMessage is parsed into plain JS
+// values, a Settler runs on the VM, anything else goes through
+// vm.ToValue. An error rejects the promise with err.JSValue(vm) if it
+// implements JSValuer, else with a GoError whose message is err.Error().
 func (vm *VM) Async(work func(ctx context.Context) (any, error)) goja.Value {
 	p, resolve, reject := vm.NewPromise()
 	resume := vm.Hold()
@@ -108,7 +110,7 @@ func (vm *VM) Async(work func(ctx context.Context) (any, error)) goja.Value {
 	if busy != nil {
 		busy(1)
 	}
-	go func() {
+	workers.Go(func() {
 		if busy != nil {
 			defer busy(-1) // after resume, which wakes a parked call first
 		}
@@ -123,7 +125,7 @@ func (vm *VM) Async(work func(ctx context.Context) (any, error)) goja.Value {
 			}
 			return resolve(jv)
 		})
-	}()
+	})
 	return vm.ToValue(p)
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/internal/appcode"
+	"github.com/handoff-run/handoff/internal/workers"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -195,7 +196,7 @@ func (ar *appRunner) runIn(ctx context.Context, app App, be appcode.Backend, evs
 	version := ar.started()
 	ar.mu.Unlock()
 	ar.r.wg.Add(1)
-	go func() {
+	workers.Go(func() {
 		defer ar.r.wg.Done()
 		defer func() {
 			ar.mu.Lock()
@@ -237,7 +238,7 @@ func (ar *appRunner) runIn(ctx context.Context, app App, be appcode.Backend, evs
 				failed[k] = true
 			}
 		}
-	}()
+	})
 }
 
 // startEvent marks ev's run begun unless its claim already did.
