@@ -21,27 +21,18 @@ import (
 	"time"
 
 	"github.com/handoff-run/handoff/internal/pgtest/pgstore"
+	"github.com/handoff-run/handoff/internal/testenv"
 )
 
 var binary string // the handoff binary under test
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "handoff-e2e-")
-	if err != nil {
+	var err error
+	if binary, err = testenv.Binary(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "handoff")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building handoff:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := pgstore.Main(m)
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(pgstore.Main(m))
 }
 
 // baseEnv is the test process's environment without any HANDOFF_ setting,

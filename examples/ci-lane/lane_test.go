@@ -11,13 +11,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/handoff-run/handoff/internal/testenv"
 )
 
 const app = "alice/ci"
@@ -25,22 +26,12 @@ const app = "alice/ci"
 var binary string // the handoff binary under test
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "handoff-ci-lane-")
-	if err != nil {
+	var err error
+	if binary, err = testenv.Binary(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "handoff")
-	build := exec.Command("go", "build", "-o", binary, "github.com/handoff-run/handoff/cmd/handoff")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building handoff:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // lab is a running server and the people and runners of the lane.
