@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoff-run/handoff/clock"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/appcode/appcodetest"
 	"github.com/handoff-run/handoff/store"
@@ -43,6 +44,19 @@ func waitAsks(t *testing.T, asks *atomic.Int64, want int64) {
 	eventually(t, "the node asks for the tick", func() error {
 		if n := asks.Load(); n < want {
 			return fmt.Errorf("%d asks", n)
+		}
+		return nil
+	})
+}
+
+// waitOnlyLongTick waits until the one long tick is the only work in
+// progress on clk: every node has handled what the last advance fired and
+// armed its next timer. The long tick counts as work until it ends.
+func waitOnlyLongTick(t *testing.T, clk *clock.Virtual) {
+	t.Helper()
+	eventually(t, "the nodes settle beside the long tick", func() error {
+		if n := clk.Working(); n > 1 {
+			return fmt.Errorf("%d pieces of work in progress", n)
 		}
 		return nil
 	})
@@ -100,6 +114,11 @@ func TestNodesTickHoldLapsesWhenItsNodeDies(t *testing.T) {
 	// Three hold lengths in steps of an interval: the holder renews, the
 	// other node asks for each tick and is refused.
 	for i := range int(3 * hold / interval) {
+		// Any timer within an interval is not enough: the holder's renewal
+		// may be armed while the other node, still handling its last
+		// refusal, has not armed its next tick, which an advance now would
+		// push an interval further.
+		waitOnlyLongTick(t, clk)
 		want := asks[other].Load() + 1
 		waitTimerWithin(t, clk, interval)
 		clk.Advance(interval)
@@ -119,6 +138,7 @@ func TestNodesTickHoldLapsesWhenItsNodeDies(t *testing.T) {
 	frozen[holder].Store(true)
 	from := clk.Now()
 	for {
+		waitOnlyLongTick(t, clk)
 		want := asks[other].Load() + 1
 		waitTimerWithin(t, clk, interval)
 		clk.Advance(interval)
