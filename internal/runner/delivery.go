@@ -188,6 +188,21 @@ func (ar *appRunner) runIn(ctx context.Context, app App, be appcode.Backend, evs
 	if len(evs) == 0 {
 		return
 	}
+	if !ar.r.track(1) {
+		// The server is stopping: the events stay in the store, but those
+		// whose claim marked them begun go back, as below.
+		if reserved {
+			ar.mu.Lock()
+			ar.reserved--
+			ar.mu.Unlock()
+		}
+		for _, ev := range evs {
+			if ev.Started {
+				ar.r.settle(ar, ev.Seq, giveBack(ev))
+			}
+		}
+		return
+	}
 	ar.mu.Lock()
 	ar.inflight++
 	if reserved {
@@ -195,7 +210,6 @@ func (ar *appRunner) runIn(ctx context.Context, app App, be appcode.Backend, evs
 	}
 	version := ar.started()
 	ar.mu.Unlock()
-	ar.r.wg.Add(1)
 	workers.Go(func() {
 		defer ar.r.wg.Done()
 		defer func() {

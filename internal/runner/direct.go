@@ -54,7 +54,9 @@ func (s *Slot) Cancel() {
 	s.ar.mu.Lock()
 	s.ar.reserved--
 	s.ar.mu.Unlock()
-	s.ar.r.signal(s.ar.wake)
+	if s.ar.r.ctx.Err() == nil { // no deliverer is left to take it
+		s.ar.r.signal(s.ar.wake)
+	}
 }
 
 // Start runs the event the commit of w claimed (seq; head is the revision
@@ -77,7 +79,10 @@ func (s *Slot) Start(app App, w *store.Write, head *store.Doc, seq int64, commit
 		// A deploy went live since the slot was taken: the event goes
 		// back, and the deliverer runs it with the new code.
 		s.Cancel()
-		ar.r.wg.Add(1)
+		if !ar.r.track(1) {
+			ar.r.settle(ar, seq, giveBack(ev))
+			return
+		}
 		ar.r.working(1)
 		go func() { defer ar.r.wg.Done(); defer ar.r.done(1); ar.r.settle(ar, seq, giveBack(ev)) }()
 		return

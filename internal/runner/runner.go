@@ -90,8 +90,12 @@ type Runner struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu   sync.Mutex
-	apps map[int64]*appRunner
+	mu sync.Mutex
+	// closed is set when Close begins. After it nothing new joins wg: a
+	// write may still commit then (a handler's ctx.db call in flight, a
+	// request), and a goroutine it started would outlive Close.
+	closed bool
+	apps   map[int64]*appRunner
 	// unknown are apps this node runs nothing for whose settings changed
 	// on some node: discover looks whether they now have a backend.
 	unknown  map[int64]bool
@@ -129,8 +133,22 @@ func (r *Runner) Close() {
 	if r == nil {
 		return
 	}
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
 	r.cancel()
 	r.wg.Wait()
+}
+
+// track adds n to what Close waits for, unless Close has begun.
+func (r *Runner) track(n int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.wg.Add(n)
+	return true
 }
 
 // TickRunning reports whether the app's scheduled handler is running on
@@ -156,9 +174,14 @@ func (r *Runner) ensure(app App) *appRunner {
 	defer r.mu.Unlock()
 	ar := r.apps[app.ID]
 	if ar == nil {
+		// After Close the app gets a runner with no loops: what it is
+		// sent stays queued, and nothing runs.
 		ar = &appRunner{r: r, id: app.ID, ref: app.Ref, wake: make(chan struct{}, 1), reload: make(chan struct{}, 1),
 			fire: make(chan time.Time)}
 		r.apps[app.ID] = ar
+		if r.closed {
+			return ar
+		}
 		r.working(2) // the first look of each loop (work.go)
 		r.wg.Add(2)
 		go func() { defer r.wg.Done(); ar.deliver() }()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,14 +58,21 @@ type rig struct {
 	r   *runner.Runner
 }
 
-func newRig(t *testing.T, b *appcodetest.Backend) *rig {
+func newRig(t *testing.T, b *appcodetest.Backend) *rig { return newRigOn(t, b, nil) }
+
+// newRigOn is newRig on the store that wrap makes of the SQLite store.
+func newRigOn(t *testing.T, b *appcodetest.Backend, wrap func(store.Store) store.Store) *rig {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(t.TempDir())
+	lite, err := sqlite.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { lite.Close() })
+	var st store.Store = lite
+	if wrap != nil {
+		st = wrap(lite)
+	}
 	clk := clock.NewVirtual(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	if err := st.CreateUser(ctx, store.User{Name: "alice", Created: clk.Now()}); err != nil {
 		t.Fatal(err)
@@ -202,4 +210,62 @@ func TestRunnerTicksOnTheClock(t *testing.T) {
 	if a := g.h.acting[0]; a.Handler != appcode.Scheduled || a.Writer.User != "alice" {
 		t.Fatalf("scheduled acted as %+v; want the owner alice", a)
 	}
+}
+
+// claimingStore says its commits claim their events (as PostgreSQL's
+// do), so that writes reserve run slots, and counts settlements.
+type claimingStore struct {
+	store.Store
+	settled atomic.Int64
+}
+
+func (s *claimingStore) Capabilities() store.Capabilities {
+	c := s.Store.Capabilities()
+	c.CommitClaims = true
+	return c
+}
+
+func (s *claimingStore) SettleEvent(ctx context.Context, appID, seq int64, st store.Settlement) error {
+	defer s.settled.Add(1)
+	return s.Store.SettleEvent(ctx, appID, seq, st)
+}
+
+// TestRunnerStartsNothingAfterClose: a write that reserved a run slot can
+// commit after Close began (a handler's ctx.db call still in flight, a
+// request). Its event goes back to the outbox before Start returns, and
+// no run or goroutine outlives Close.
+func TestRunnerStartsNothingAfterClose(t *testing.T) {
+	ran := make(chan struct{}, 1)
+	b := &appcodetest.Backend{OnChange: func(context.Context, appcode.ChangeEvent, appcode.HandlerContext) error {
+		ran <- struct{}{}
+		return nil
+	}}
+	var cs *claimingStore
+	g := newRigOn(t, b, func(st store.Store) store.Store { cs = &claimingStore{Store: st}; return cs })
+	w := &store.Write{AppID: g.h.app.ID, DB: "jobs", ID: "late", Rev: "1-late", Body: []byte(`{}`),
+		Writer: store.Writer{User: "alice"}, Path: "http", Time: g.clk.Now(), Event: &store.EventSpec{NextAt: g.clk.Now()}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := g.clk.WaitIdle(ctx); err != nil { // the deliverer has looked at the app
+		t.Fatal(err)
+	}
+	slot := g.r.Reserve(g.h.app, w)
+	if slot == nil {
+		t.Fatal("no slot reserved for the write's event")
+	}
+	seq, err := g.st.Commit(context.Background(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.r.Close()
+	slot.Start(g.h.app, w, nil, seq, g.clk.Now())
+	if n := cs.settled.Load(); n != 1 {
+		t.Fatalf("%d settlements when Start returned after Close; want the event given back (1)", n)
+	}
+	select {
+	case <-ran:
+		t.Fatal("onChange ran after Close")
+	default:
+	}
+	g.outbox(seq)
 }
