@@ -52,6 +52,9 @@ func Need(t testing.TB) string {
 		}
 		t.Skip(msg)
 	}
+	if err := takeShare(t, baseURL); err != nil {
+		t.Fatalf("taking this test process's share of PostgreSQL's connections at %s: %v; check that the server accepts connections", redact(baseURL), err)
+	}
 	return baseURL
 }
 

@@ -64,6 +64,7 @@ func Main(m *testing.M, prepare func(ctx context.Context, url string) error) int
 			code = max(code, 1)
 		}
 	}
+	endShare()
 	return code
 }
 
