@@ -1,9 +1,12 @@
 package workers
 
 import (
+	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // A task that finds a kept goroutine waiting runs on it; none is started.
@@ -14,18 +17,38 @@ func TestGoReusesAWaitingGoroutine(t *testing.T) {
 	Go(func() { defer wg.Done(); ids <- goid() })
 	wg.Wait()
 	first := <-ids
-	// The first task's goroutine parks on tasks once it returns; a send
-	// finds it there at once or after it gets there.
-	for i := 0; i < 100; i++ {
-		wg.Add(1)
-		Go(func() { defer wg.Done(); ids <- goid() })
-		wg.Wait()
-		if id := <-ids; id == first {
-			return
-		}
-		runtime.Gosched()
+	// The first task's goroutine parks on tasks once it returns: wait for
+	// it there, however long a loaded machine takes to get it there.
+	// Goroutines kept from other tests may be waiting too.
+	waiting := waitParked(t, first)
+	wg.Add(1)
+	Go(func() { defer wg.Done(); ids <- goid() })
+	wg.Wait()
+	if id := <-ids; !waiting[id] {
+		t.Fatalf("the task ran on a new goroutine %d, not on one of the waiting %v", id, waiting)
 	}
-	t.Fatal("no task ran on the goroutine of an earlier one")
+}
+
+// waitParked waits until goroutine id waits in work's select, and returns
+// every goroutine that waits there then.
+func waitParked(t *testing.T, id uint64) map[uint64]bool {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for range 10000 {
+		waiting := map[uint64]bool{}
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			var n uint64
+			if _, err := fmt.Sscanf(g, "goroutine %d [select", &n); err == nil && strings.Contains(g, "workers.work(") {
+				waiting[n] = true
+			}
+		}
+		if waiting[id] {
+			return waiting
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("goroutine %d never waited for a task", id)
+	return nil
 }
 
 // Tasks given while every kept goroutine is busy do not wait for one:
