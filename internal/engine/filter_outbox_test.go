@@ -28,9 +28,10 @@ func onBothStores(t *testing.T, f func(t *testing.T, st store.Store)) {
 		f(t, st)
 	})
 	t.Run("postgres", func(t *testing.T) {
+		url := pgtest.Fresh(t, 4) // before the deadline: it may wait for a share of the server
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		st, err := postgres.Open(ctx, pgtest.Fresh(t, 4))
+		st, err := postgres.Open(ctx, url)
 		if err != nil {
 			t.Fatal(err)
 		}

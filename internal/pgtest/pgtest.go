@@ -28,6 +28,8 @@ var (
 
 // Need returns the URL to create test databases from, or ends the test
 // when PostgreSQL is not reachable: a skip on a laptop, a failure in CI.
+// The first call of a process may wait for a share of the server
+// (share.go), so a test starts its deadlines after it, and after Fresh.
 func Need(t testing.TB) string {
 	t.Helper()
 	baseOnce.Do(func() {
