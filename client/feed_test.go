@@ -28,6 +28,7 @@ type feedProxy struct {
 	h       http.Handler
 	mu      sync.Mutex
 	down    bool
+	refused int
 	lastIDs []string
 }
 
@@ -36,6 +37,9 @@ func (p *feedProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.lastIDs = append(p.lastIDs, r.Header.Get("Last-Event-ID"))
 		down := p.down
+		if down {
+			p.refused++
+		}
 		p.mu.Unlock()
 		if down {
 			http.Error(w, "restarting", http.StatusServiceUnavailable)
@@ -49,6 +53,20 @@ func (p *feedProxy) requests() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.lastIDs...)
+}
+
+// waitRefused waits until the proxy has refused a feed request.
+func (p *feedProxy) waitRefused(t *testing.T) {
+	for range 30000 {
+		p.mu.Lock()
+		n := p.refused
+		p.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Error("the client never tried the feed while the server was down")
 }
 
 func (p *feedProxy) setDown(d bool) {
@@ -166,7 +184,7 @@ func TestFollowReconnectsAndResumes(t *testing.T) {
 				en.proxy.setDown(true)
 				en.ts.CloseClientConnections()
 			case 120:
-				time.Sleep(300 * time.Millisecond) // let it try while down
+				en.proxy.waitRefused(t) // it tries while down, however loaded the machine
 				en.proxy.setDown(false)
 			}
 			time.Sleep(time.Millisecond)
