@@ -191,13 +191,17 @@ func TestMoveUnderWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if int64(len(revs)) != last {
-		t.Fatalf("the ledger has %d revisions up to seq %d", len(revs), last)
+	// Seqs need not be dense on PostgreSQL (a batch a fence refused after
+	// it took its seqs leaves them unused, store/postgres/seqs.go): the
+	// ledger holds the acknowledged writes, each once, in seq order, and
+	// nothing else.
+	if int64(len(revs)) != int64(len(acks)) {
+		t.Fatalf("the ledger has %d revisions up to seq %d, for %d acknowledged writes", len(revs), last, len(acks))
 	}
 	bySeq := map[int64]store.Revision{}
 	for i, r := range revs {
-		if r.Seq != int64(i+1) {
-			t.Fatalf("revision %d has seq %d: a gap", i+1, r.Seq)
+		if i > 0 && r.Seq <= revs[i-1].Seq {
+			t.Fatalf("revision %d has seq %d after seq %d: out of order", i+1, r.Seq, revs[i-1].Seq)
 		}
 		bySeq[r.Seq] = r
 	}
