@@ -51,13 +51,11 @@ func claimShare(t testing.TB, base string, space int) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	var usable int
-	if err := conn.QueryRow(ctx, `SELECT current_setting('max_connections')::int
-		- current_setting('superuser_reserved_connections')::int`).Scan(&usable); err != nil {
+	n, usable, err := shares(ctx, conn)
+	if err != nil {
 		conn.Close(ctx)
 		return nil, err
 	}
-	n := max(1, usable/shareConns)
 	for i := range n {
 		var ok bool
 		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, space, i).Scan(&ok); err != nil {
@@ -75,6 +73,14 @@ func claimShare(t testing.TB, base string, space int) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("waiting for a share of PostgreSQL's connections: %w", err)
 	}
 	return conn, nil
+}
+
+// shares reports how many shares the server has, and the connections
+// they divide.
+func shares(ctx context.Context, conn *pgx.Conn) (n, usable int, err error) {
+	err = conn.QueryRow(ctx, `SELECT current_setting('max_connections')::int
+		- current_setting('superuser_reserved_connections')::int`).Scan(&usable)
+	return max(1, usable/shareConns), usable, err
 }
 
 // endShare gives the process's share back (Main, once its databases are

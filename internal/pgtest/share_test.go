@@ -17,10 +17,10 @@ func TestShareWaitsWhileEveryShareIsHeld(t *testing.T) {
 	base := Need(t)
 	ctx := context.Background()
 	const space = shareSpace + 1
-	var usable int
-	if err := query(base, func(c *pgx.Conn) error {
-		return c.QueryRow(ctx, `SELECT current_setting('max_connections')::int
-			- current_setting('superuser_reserved_connections')::int`).Scan(&usable)
+	var n int
+	if err := query(base, func(c *pgx.Conn) (err error) {
+		n, _, err = shares(ctx, c)
+		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestShareWaitsWhileEveryShareIsHeld(t *testing.T) {
 			c.Close(ctx)
 		}
 	})
-	for i := range max(1, usable/shareConns) {
+	for i := range n {
 		c, err := pgx.Connect(ctx, base)
 		if err != nil {
 			t.Fatal(err)

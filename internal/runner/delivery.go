@@ -188,19 +188,13 @@ func (ar *appRunner) runIn(ctx context.Context, app App, be appcode.Backend, evs
 	if len(evs) == 0 {
 		return
 	}
-	if !ar.r.track(1) {
-		// The server is stopping: the events stay in the store, but those
-		// whose claim marked them begun go back, as below.
+	if !ar.r.track(1) { // the server is stopping
 		if reserved {
 			ar.mu.Lock()
 			ar.reserved--
 			ar.mu.Unlock()
 		}
-		for _, ev := range evs {
-			if ev.Started {
-				ar.r.settle(ar, ev.Seq, giveBack(ev))
-			}
-		}
+		ar.giveBackUnrun(evs)
 		return
 	}
 	ar.mu.Lock()
@@ -233,16 +227,7 @@ func (ar *appRunner) runIn(ctx context.Context, app App, be appcode.Backend, evs
 				continue
 			}
 			if ctx.Err() != nil {
-				// Stopped by a deploy: the events not started go back as
-				// they were. A server stopping leaves them to the store,
-				// which ends its leases when it closes; but those whose
-				// claim marked them begun go back, or they would count
-				// as runs the server died in.
-				for _, ev := range evs[i:] {
-					if ar.r.ctx.Err() == nil || ev.Started {
-						ar.r.settle(ar, ev.Seq, giveBack(ev))
-					}
-				}
+				ar.giveBackUnrun(evs[i:])
 				return
 			}
 			if !ar.deliverOne(ctx, app, be, ev) {
@@ -253,6 +238,19 @@ func (ar *appRunner) runIn(ctx context.Context, app App, be appcode.Backend, evs
 			}
 		}
 	})
+}
+
+// giveBackUnrun settles claimed events whose runs were stopped before they
+// began. Stopped by a deploy, they go back as they were. A server stopping
+// leaves them to the store, which ends its leases when it closes; but
+// those whose claim marked them begun go back, or they would count as
+// runs the server died in.
+func (ar *appRunner) giveBackUnrun(evs []store.Event) {
+	for _, ev := range evs {
+		if ar.r.ctx.Err() == nil || ev.Started {
+			ar.r.settle(ar, ev.Seq, giveBack(ev))
+		}
+	}
 }
 
 // startEvent marks ev's run begun unless its claim already did.
