@@ -34,8 +34,8 @@ type call struct {
 // suspects fills w.found and w.calls from w.runs: the calls whose memory
 // keeps doubling, the call charged the most, each pool whose calls
 // together are charged past the pool's limit, and above the ceiling every
-// call that grew the heap.
-func (w *heapWatch) suspects(heap, growth, ceiling uint64) {
+// call that grew the heap. chunky: the tick's growth came in big pieces.
+func (w *heapWatch) suspects(heap, growth, ceiling uint64, chunky bool) {
 	w.found, w.calls = w.found[:0], w.calls[:0]
 	add := func(sp suspect) {
 		sp.hi = len(w.calls)
@@ -91,6 +91,13 @@ func (w *heapWatch) suspects(heap, growth, ceiling uint64) {
 		if heap > heapHardFactor*ceiling && growth > 0 {
 			sp.charged = heap // past the hard factor: stop at once
 		}
+		// Growth in big pieces past the ceiling is no garbage that a
+		// collection would give back, and it is how strings doubled by
+		// several calls at once grow: no one call's growth is surely
+		// its own, so none is a doubler, and the collection that would
+		// judge them waits for their copies. Waiting let the heap run
+		// on to the hard factor.
+		sp.now = chunky && len(w.calls) > sp.lo
 		add(sp)
 	}
 }

@@ -210,3 +210,44 @@ func TestWatchdogKeepsNoRuntimeAlive(t *testing.T) {
 		}
 	}
 }
+
+// TestDoublersPastTheCeilingStopAtOnce: calls that double strings side by
+// side grow the heap in big pieces, and no one call's growth is surely its
+// own. Past the process's ceiling they are stopped at that tick, not after a
+// collection that their copies hold up; growth in small pieces past it
+// still waits to be judged.
+func TestDoublersPastTheCeilingStopAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		pieces uint64
+		stop   bool
+	}{{2, true}, {0, false}} {
+		p := newTestPool(t, "access.js", `export function ok() { return 1 }`, Options{Size: 2, HeapLimit: 1 << 30, PoolHeapLimit: -1})
+		w := &heapWatch{vms: map[weak.Pointer[VM]]*watchState{}}
+		var vms []*tickWatch
+		for range 2 {
+			vm := <-p.idle
+			t.Cleanup(func() { vm.active.Store(0); p.idle <- vm })
+			w.vms[weak.Make(vm)] = &watchState{}
+			vms = append(vms, &tickWatch{w: w, vm: vm})
+		}
+		const ceiling = 200 * mb
+		large := uint64(0)
+		tick := func(heap uint64) { w.observe(sample{heap: heap * mb, large: large}, ceiling) }
+		tick(100)
+		for _, tw := range vms {
+			tw.begin()
+		}
+		tick(110)
+		tick(120)
+		large += tc.pieces
+		tick(260)
+		for i, tw := range vms {
+			tw.vm.mu.Lock()
+			stopped := tw.vm.cause == causeCeiling
+			tw.vm.mu.Unlock()
+			if stopped != tc.stop {
+				t.Errorf("call %d, the heap past the ceiling by growth in %d large objects: stopped %v, want %v", i, tc.pieces, stopped, tc.stop)
+			}
+		}
+	}
+}

@@ -301,7 +301,7 @@ func (w *heapWatch) observe(x sample, ceiling uint64) (busy bool) {
 		w.charge(&w.runs[i], heap, growth, payers, veterans, chunky)
 		stepping = stepping || w.runs[i].st.stepping
 	}
-	w.suspects(heap, growth, ceiling)
+	w.suspects(heap, growth, ceiling, chunky)
 	if force := w.judge(x.cycles, x.live, stopping || stepping); force != nil {
 		go w.confirm(force)
 	}
