@@ -126,7 +126,13 @@ func TestHostileApps(t *testing.T) {
 			close(stop)
 			l := <-lat
 			during = append(during, l...)
-			t.Logf("healthy put p99 %v (%d puts); server memory peak so far %d MiB", p99(l), len(l), peakRSS(t, srv.cmd.Process.Pid)>>20)
+			// Checked after each app, so that a failure names the app
+			// that took the server past it.
+			peak := peakRSS(t, srv.cmd.Process.Pid)
+			t.Logf("healthy put p99 %v (%d puts); server memory peak so far %d MiB", p99(l), len(l), peak>>20)
+			if peak > 1<<30 {
+				t.Errorf("the server's resident memory peaked at %d MiB, over 1 GiB, by the end of %s", peak>>20, h.name)
+			}
 			if err := c.Health(ctx); err != nil {
 				t.Fatalf("the server is down after %s: %v\n%s", h.name, err, srv.log())
 			}
@@ -152,6 +158,13 @@ func (h hostileApp) attack(t *testing.T, c *client.Client, app string) {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	writers := max(h.writers, 1)
+	var mu sync.Mutex
+	ended := map[string]int{} // how the writes ended, for the log
+	defer func() {
+		for msg, n := range ended {
+			t.Logf("%d writes: %s", n, msg)
+		}
+	}()
 	for w := range writers {
 		wg.Go(func() {
 			for i := range h.writes {
@@ -163,6 +176,11 @@ func (h hostileApp) attack(t *testing.T, c *client.Client, app string) {
 					continue
 				}
 				var e *errs.Error
+				if errors.As(err, &e) {
+					mu.Lock()
+					ended[e.Message]++
+					mu.Unlock()
+				}
 				if !errors.As(err, &e) || e.Code != h.wantCode || !strings.Contains(e.Message, h.wantMsg) {
 					t.Errorf("write %d: want %s with %q, got %v", i, h.wantCode, h.wantMsg, err)
 				}

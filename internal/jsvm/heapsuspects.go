@@ -95,8 +95,7 @@ func (w *heapWatch) suspects(heap, growth, ceiling uint64, chunky bool) {
 		// collection would give back, and it is how strings doubled by
 		// several calls at once grow: no one call's growth is surely
 		// its own, so none is a doubler, and the collection that would
-		// judge them waits for their copies. Waiting let the heap run
-		// on to the hard factor.
+		// judge them waits for their copies to end.
 		sp.now = chunky && len(w.calls) > sp.lo
 		add(sp)
 	}

@@ -251,3 +251,23 @@ func TestDoublersPastTheCeilingStopAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestNearDoublingsCount: the steps of a doubling string are charged a
+// little less than everything before them. A step that falls short of a
+// full doubling must not start the count of doublings again, or the
+// string doubles on past its limit before the watchdog acts.
+func TestNearDoublingsCount(t *testing.T) {
+	tw := newTickWatch(t)
+	tw.tick(100, 0, 0)
+	tw.begin()
+	tw.tick(100, 0, 0)
+	tw.grow(114, 1) // 14 MiB
+	tw.grow(127, 1) // 27: 13 more, not quite doubled
+	if tw.stopped() {
+		t.Fatal("stopped at 27 MiB, under half its limit")
+	}
+	tw.grow(155, 1) // 55: doubling on, past half the limit
+	if !tw.stopped() {
+		t.Fatal("a call whose memory went 14, 27, 55 MiB in big pieces was not stopped past half its limit")
+	}
+}

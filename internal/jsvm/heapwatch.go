@@ -409,7 +409,11 @@ func (w *heapWatch) charge(r *running, heap, growth uint64, payers, veterans int
 	// never a fall.
 	st.charged = min(st.charged, heap-min(heap, st.base))
 	added := st.charged - min(st.charged, before)
-	doubled := added > 0 && added >= before
+	// A doubling string's step is charged a little less than all before
+	// it (the first piece came from elsewhere, a collection took some
+	// back): growth of three quarters counts. Asking for a full doubling
+	// missed steps, and the string doubled on to 256 MiB or more.
+	doubled := added > 0 && added >= before-before/4
 	// A call whose memory just doubled by a big piece may still be inside
 	// the native step that makes it, the copy of a string that size.
 	if added >= bigStep && doubled {
