@@ -4,6 +4,11 @@
 # API.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# -trimpath keeps the checkout's path out of what is compiled, so a new
+# clone (CI's) reuses the build cache of another: its first run compiled
+# this module's packages again, ~30 CPU-seconds of a 2-core machine's
+# run. Every go command below shares it, so they share the cache too.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
 
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
