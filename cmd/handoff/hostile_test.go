@@ -176,12 +176,13 @@ func (h hostileApp) attack(t *testing.T, c *client.Client, app string) {
 					continue
 				}
 				var e *errs.Error
-				if errors.As(err, &e) {
+				coded := errors.As(err, &e)
+				if coded {
 					mu.Lock()
 					ended[e.Message]++
 					mu.Unlock()
 				}
-				if !errors.As(err, &e) || e.Code != h.wantCode || !strings.Contains(e.Message, h.wantMsg) {
+				if !coded || e.Code != h.wantCode || !strings.Contains(e.Message, h.wantMsg) {
 					t.Errorf("write %d: want %s with %q, got %v", i, h.wantCode, h.wantMsg, err)
 				}
 			}
