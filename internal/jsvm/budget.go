@@ -98,6 +98,7 @@ func (vm *VM) begin(ctx context.Context, d time.Duration, realTime bool) {
 // runtime is cheaper to replace than to reason about.
 func (vm *VM) end() stopCause {
 	clean := true
+	realTimer := vm.stopAF == nil
 	if vm.stopAF != nil {
 		clean = vm.stopAF()
 		vm.stopAF = nil
@@ -113,6 +114,9 @@ func (vm *VM) end() stopCause {
 
 	vm.mu.Lock()
 	vm.active.Store(0)
+	if realTimer {
+		vm.timer.Stop() // onDeadline may have re-armed it since
+	}
 	cause := vm.cause
 	clear(vm.queue)
 	vm.queue = vm.queue[:0]
@@ -150,16 +154,23 @@ func (vm *VM) stop(g uint64, cause stopCause) {
 // froze (stall.go) has its deadline moved on by the time it was frozen,
 // as far as its grace goes: frozen longer than that, it still gets the
 // whole grace, not nothing.
+//
+// It re-arms only while a call runs, under the lock that end disarms under:
+// a timer re-armed after the call ended would keep the runtime reachable,
+// and a runtime stopped for memory is replaced only once it is collected.
 func (vm *VM) onDeadline() {
-	g := vm.active.Load()
 	now := stalls.at(mono())
-	if extra, left := now-vm.stallMark.Load(), -vm.grace.Load(); extra > 0 && left > 0 {
+	vm.mu.Lock()
+	g := vm.active.Load()
+	if extra, left := now-vm.stallMark.Load(), -vm.grace.Load(); g != 0 && extra > 0 && left > 0 {
 		use := min(extra, left)
 		vm.grace.Add(use)
 		vm.stallMark.Store(now)
 		vm.timer.Reset(time.Duration(use))
+		vm.mu.Unlock()
 		return
 	}
+	vm.mu.Unlock()
 	vm.stop(g, causeDeadline)
 }
 

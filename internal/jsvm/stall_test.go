@@ -69,3 +69,19 @@ func callJSONDeadline(p *Pool, export, arg string, d time.Duration) (string, err
 	}})
 	return out, err
 }
+
+// TestDeadlineNotRearmedAfterTheCall: a deadline that fires as its call
+// ends, after the runtime was frozen, must not move itself on: the timer
+// would keep the runtime reachable, and a runtime stopped for memory is
+// replaced only once a collection has taken it.
+func TestDeadlineNotRearmedAfterTheCall(t *testing.T) {
+	p := newTestPool(t, "access.js", `export function ok() { return 1 }`, Options{Size: 1})
+	vm := <-p.idle
+	t.Cleanup(func() { p.idle <- vm })
+	vm.stallMark.Store(-1 << 62) // frozen since, with grace left
+	vm.grace.Store(-int64(time.Second))
+	vm.onDeadline()
+	if vm.timer.Stop() {
+		t.Fatal("the deadline moved itself on with no call running")
+	}
+}
