@@ -99,11 +99,9 @@ func (vm *VM) begin(ctx context.Context, d time.Duration, realTime bool) {
 func (vm *VM) end() stopCause {
 	clean := true
 	realTimer := vm.stopAF == nil
-	if vm.stopAF != nil {
+	if !realTimer {
 		clean = vm.stopAF()
 		vm.stopAF = nil
-	} else {
-		clean = vm.timer.Stop()
 	}
 	if vm.stopCtx != nil {
 		if !vm.stopCtx() {
@@ -114,8 +112,10 @@ func (vm *VM) end() stopCause {
 
 	vm.mu.Lock()
 	vm.active.Store(0)
-	if realTimer {
-		vm.timer.Stop() // onDeadline may have re-armed it since
+	// Disarmed under the lock that onDeadline re-arms under, so that it
+	// is not armed again once the call has ended.
+	if realTimer && !vm.timer.Stop() {
+		clean = false
 	}
 	cause := vm.cause
 	clear(vm.queue)
