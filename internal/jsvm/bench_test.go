@@ -211,8 +211,9 @@ func BenchmarkDeadlineArming(b *testing.B) {
 
 func ptr[T any](v T) *T { return &v }
 
-// BenchmarkToJSON compares this package's JSON.stringify (jsonglobal.go),
-// which ToJSON uses, with goja's own on a ~200-byte document.
+// BenchmarkToJSON compares this package's JSON.stringify (jsonglobal.go)
+// with goja's own on a ~200-byte document, and ToJSON, which serializes
+// the same way straight to Go bytes.
 func BenchmarkToJSON(b *testing.B) {
 	prog, err := Compile("access.js", `export function f() {}`)
 	if err != nil {
@@ -239,5 +240,15 @@ func BenchmarkToJSON(b *testing.B) {
 				}
 			}
 		})
+		if rt == vm.Runtime {
+			b.Run("ToJSONBytes", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := vm.ToJSON(doc); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

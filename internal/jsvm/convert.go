@@ -66,14 +66,16 @@ func (vm *VM) ToJSON(v goja.Value) ([]byte, error) {
 	if v == nil {
 		return []byte("null"), nil
 	}
-	s, err := vm.jsonStr(goja.Undefined(), v)
+	ok, err := vm.jsonStr(goja.Undefined(), v)
+	out := vm.jsonOut
+	vm.jsonOut = nil
 	if err != nil {
 		return nil, err
 	}
-	if goja.IsUndefined(s) {
+	if !ok.ToBoolean() {
 		return []byte("null"), nil
 	}
-	return []byte(s.String()), nil
+	return out, nil
 }
 
 // Decode stores v in the Go value pointed to by dst, by way of JSON, so

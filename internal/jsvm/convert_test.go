@@ -27,7 +27,10 @@ func TestConversions(t *testing.T) {
 	p := newTestPool(t, "access.js", `export function id(x) { return x }
 export function special() { return { u: undefined, d: new Date(0), n: 1.5, toJ: { toJSON() { return "custom" } } } }
 export function cyclic() { const a = {}; a.self = a; return a }
-export function nothing() {}`, Options{})
+export function nothing() {}
+export function topKey() { return { toJSON(key) { return "key:" + JSON.stringify(key) + ":" + (this.mark ?? "") }, mark: "m" } }
+export function fn() { return function () {} }
+export function nested() { return { inner: { toJSON(key) { return key } }, list: [undefined, () => 1] } }`, Options{})
 	ctx := context.Background()
 
 	type user struct {
@@ -70,6 +73,17 @@ export function nothing() {}`, Options{})
 	}
 	if got := mustJSON(t, p, "nothing"); got != "null" {
 		t.Errorf("undefined: %s", got)
+	}
+	// ToJSON serializes without a holder object: a top-level toJSON still
+	// gets "" as its key and the value as this, as JSON.stringify gives.
+	for export, want := range map[string]string{
+		"topKey": `"key:\"\":m"`,
+		"fn":     "null",
+		"nested": `{"inner":"inner","list":[null,null]}`,
+	} {
+		if got := mustJSON(t, p, export); got != want {
+			t.Errorf("%s: got %s, want %s", export, got, want)
+		}
 	}
 	if _, err := callJSON(t, p, "cyclic"); err == nil || !strings.Contains(err.Error(), "circular") {
 		t.Errorf("cyclic: %v", err)

@@ -74,7 +74,7 @@ func installJSON(vm *VM) error {
 			return err
 		}
 	}
-	vm.jsonStr, _ = goja.AssertFunction(stringify)
+	vm.jsonStr, _ = goja.AssertFunction(rt.ToValue(vm.toJSONNative))
 	return nil
 }
 
@@ -211,10 +211,7 @@ type stringifier struct {
 
 // jsStringify is JSON.stringify(value, replacer, space).
 func (vm *VM) jsStringify(c goja.FunctionCall) goja.Value {
-	s := stringifier{walker: walker{vm: vm}, path: map[*goja.Object]struct{}{}}
-	if vm.opts.HeapLimit > 0 {
-		s.limit = int(min(vm.opts.HeapLimit, math.MaxInt32))
-	}
+	s := vm.newStringifier()
 	if r, ok := c.Argument(1).(*goja.Object); ok {
 		if fn, ok := goja.AssertFunction(r); ok {
 			s.replacer = fn
@@ -231,6 +228,28 @@ func (vm *VM) jsStringify(c goja.FunctionCall) goja.Value {
 		return goja.Undefined()
 	}
 	return vm.ToValue(string(s.buf))
+}
+
+func (vm *VM) newStringifier() stringifier {
+	s := stringifier{walker: walker{vm: vm}}
+	if vm.opts.HeapLimit > 0 {
+		s.limit = int(min(vm.opts.HeapLimit, math.MaxInt32))
+	}
+	return s
+}
+
+// toJSONNative is what ToJSON calls: JSON.stringify(value) with no
+// replacer or gap, which needs no holder object, and whose text stays in
+// Go bytes (vm.jsonOut) instead of going through a JS string. It returns
+// false for a value with no JSON form.
+func (vm *VM) toJSONNative(c goja.FunctionCall) goja.Value {
+	s := vm.newStringifier()
+	s.step(0)
+	if !s.serialize(nil, "", nil, c.Argument(0), 0) {
+		return vm.ToValue(false)
+	}
+	vm.jsonOut = s.buf
+	return vm.ToValue(true)
 }
 
 // propertyList is the spec's PropertyList from an array replacer: strings,
@@ -297,16 +316,22 @@ func (s *stringifier) property(holder *goja.Object, key string, depth int) bool 
 // nil: a key holding a lone surrogate has no Go string that reaches it.
 func (s *stringifier) propertyOf(holder *goja.Object, key string, keyVal goja.Value, depth int) bool {
 	s.step(depth)
-	vm := s.vm
 	var v goja.Value
 	if keyVal == nil {
 		v = holder.Get(key)
 	} else {
 		var err error
-		if v, err = vm.builtins.reflectGet(goja.Undefined(), holder, keyVal); err != nil {
+		if v, err = s.vm.builtins.reflectGet(goja.Undefined(), holder, keyVal); err != nil {
 			panic(err)
 		}
 	}
+	return s.serialize(holder, key, keyVal, v, depth)
+}
+
+// serialize is propertyOf once holder[key] has been read as v; holder is
+// only read by a replacer function.
+func (s *stringifier) serialize(holder *goja.Object, key string, keyVal, v goja.Value, depth int) bool {
+	vm := s.vm
 	if v == nil {
 		v = goja.Undefined()
 	}
@@ -373,6 +398,9 @@ func (s *stringifier) propertyOf(holder *goja.Object, key string, keyVal goja.Va
 		}
 		if _, seen := s.path[o]; seen {
 			panic(vm.NewTypeError("Converting circular structure to JSON"))
+		}
+		if s.path == nil {
+			s.path = map[*goja.Object]struct{}{}
 		}
 		s.path[o] = struct{}{}
 		if s.isArray(o) {
