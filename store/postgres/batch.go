@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/jackc/pgx/v5"
@@ -56,8 +57,13 @@ func queueHeads(b *pgx.Batch, app, n int64, batch []*commitReq, accepted []int, 
 		w := batch[accepted[st.last]].w
 		var text, body *string
 		if !w.Deleted {
-			t, j := string(w.Body), jsonbText(w.Body)
-			text, body = &t, &j
+			t := string(w.Body)
+			text = &t
+			if bytes.Contains(w.Body, []byte(`\u`)) {
+				if j := jsonbText(w.Body); j != t {
+					body = &j
+				}
+			}
 		}
 		h.dbs, h.ids, h.revs = append(h.dbs, k.db), append(h.ids, k.id), append(h.revs, w.Rev)
 		h.deleted, h.hasGrants = append(h.deleted, w.Deleted), append(h.hasGrants, st.hasGrants)

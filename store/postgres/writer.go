@@ -61,8 +61,10 @@ const (
 	// sqlNewHeads inserts the heads of documents that had none. Another
 	// node may have created one since they were read: the primary key
 	// then fails the batch, which is run again against the new head.
+	// A body whose text jsonb takes as it is comes once, as body_text,
+	// with a null body ($8): documents are most of a batch's bytes.
 	sqlNewHeads = `INSERT INTO docs (app_id, db, id, rev, deleted, body_text, body, seq, time, channels, has_grants)
-		SELECT $1, h.db, h.id, h.rev, h.deleted, h.body_text, h.body::jsonb, s.a[h.n], h.time, h.channels, h.has_grants
+		SELECT $1, h.db, h.id, h.rev, h.deleted, h.body_text, coalesce(h.body, h.body_text)::jsonb, s.a[h.n], h.time, h.channels, h.has_grants
 		FROM (SELECT unnest($3::text[]) AS db, unnest($4::text[]) AS id, unnest($5::text[]) AS rev, unnest($6::bool[]) AS deleted,
 			unnest($7::text[]) AS body_text, unnest($8::text[]) AS body, unnest($9::int8[]) AS n, unnest($10::int8[]) AS time,
 			unnest($11::text[]) AS channels, unnest($12::bool[]) AS has_grants) h, ` + batchSeqs
