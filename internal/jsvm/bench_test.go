@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/dop251/goja"
 )
@@ -250,5 +251,32 @@ func BenchmarkToJSON(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkWatchdogTick is one tick of the heap watchdog with 64 runtimes
+// registered, as a backend pool at its handler concurrency has, one of
+// them running a call: the watchdog takes 500 of these a second while
+// any call runs.
+func BenchmarkWatchdogTick(b *testing.B) {
+	p := newTestPool(b, "backend.js", `export function ok() { return 1 }`, Options{Size: 64, HeapLimit: 64 << 20})
+	w := &heapWatch{vms: map[weak.Pointer[VM]]*watchState{}}
+	var vms []*VM
+	for range 64 {
+		vm := <-p.idle
+		vms = append(vms, vm)
+		w.vms[weak.Make(vm)] = &watchState{sig: vm.signals}
+	}
+	b.Cleanup(func() {
+		for _, vm := range vms {
+			vm.active.Store(0)
+			p.idle <- vm
+		}
+	})
+	vms[0].active.Store(1)
+	s := watchSample()
+	b.ReportAllocs()
+	for b.Loop() {
+		w.check(s)
 	}
 }

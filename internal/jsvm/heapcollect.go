@@ -22,12 +22,11 @@ import (
 func (w *heapWatch) unsafeToCollect(self *VM) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for wp, st := range w.vms {
-		vm := wp.Value()
-		if vm == nil || vm == self {
+	for _, st := range w.vms {
+		if self != nil && st.sig == self.signals {
 			continue
 		}
-		if g := vm.active.Load(); g != 0 && (vm.halted.Load() || st.gen == g && st.stepping) {
+		if g := st.sig.active.Load(); g != 0 && (st.sig.halted.Load() || st.gen == g && st.stepping) {
 			return true
 		}
 	}

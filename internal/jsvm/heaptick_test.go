@@ -21,7 +21,7 @@ func newTickWatch(t *testing.T) *tickWatch {
 	p := newTestPool(t, "access.js", `export function ok() { return 1 }`, Options{Size: 1, HeapLimit: 64 * mb})
 	vm := <-p.idle
 	t.Cleanup(func() { vm.active.Store(0); p.idle <- vm })
-	w := &heapWatch{vms: map[weak.Pointer[VM]]*watchState{weak.Make(vm): {}}}
+	w := &heapWatch{vms: map[weak.Pointer[VM]]*watchState{weak.Make(vm): {sig: vm.signals}}}
 	return &tickWatch{w: w, vm: vm}
 }
 
@@ -227,7 +227,7 @@ func TestDoublersPastTheCeilingStopAtOnce(t *testing.T) {
 		for range 2 {
 			vm := <-p.idle
 			t.Cleanup(func() { vm.active.Store(0); p.idle <- vm })
-			w.vms[weak.Make(vm)] = &watchState{}
+			w.vms[weak.Make(vm)] = &watchState{sig: vm.signals}
 			vms = append(vms, &tickWatch{w: w, vm: vm})
 		}
 		const ceiling = 200 * mb

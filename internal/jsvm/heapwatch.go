@@ -80,6 +80,10 @@ const (
 	// runtime a payer of the heap's growth.
 	payerTicks = 3
 
+	// sweepTicks is how often the watchdog looks for runtimes collected
+	// without being retired; it reaches the others only while they run.
+	sweepTicks = 512
+
 	// DefaultHeapCeiling is the process's heap ceiling unless
 	// SetHeapCeiling changes it.
 	DefaultHeapCeiling = 512 << 20
@@ -115,6 +119,7 @@ type heapWatch struct {
 	// it assist the collector, and a collection cannot end while another
 	// call copies a huge string: the watchdog would wait out the very
 	// copy it is there to stop.
+	ticks uint64 // ticks taken (mu)
 	runs  []running
 	found []suspect
 	calls []call // the suspects' calls, each suspect's a range of them
@@ -126,6 +131,7 @@ type heapWatch struct {
 
 // watchState is what the watchdog knows of one VM's current call.
 type watchState struct {
+	sig        *signals
 	gen        uint64 // call generation the base belongs to; 0: not measuring
 	base       uint64 // lowest heap size seen during the call
 	charged    uint64 // this call's share of the growth seen while it ran
@@ -140,7 +146,7 @@ type watchState struct {
 func (w *heapWatch) add(vm *VM) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.vms[weak.Make(vm)] = &watchState{}
+	w.vms[weak.Make(vm)] = &watchState{sig: vm.signals}
 	if !w.started {
 		w.started = true
 		w.idle.Store(true)
@@ -246,8 +252,8 @@ func (w *heapWatch) loop() {
 func (w *heapWatch) anyActive() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for wp := range w.vms {
-		if vm := wp.Value(); vm != nil && vm.active.Load() != 0 && !vm.waiting.Load() {
+	for _, st := range w.vms {
+		if st.sig.active.Load() != 0 && !st.sig.waiting.Load() {
 			return true
 		}
 	}
@@ -343,9 +349,11 @@ func (w *heapWatch) gather(heap uint64) (growth uint64, payers, veterans int, st
 	payers = w.gonePayers
 	w.gonePayers = 0
 	w.runs = w.runs[:0]
+	w.ticks++
+	sweep := w.ticks%sweepTicks == 0
 	for wp, st := range w.vms {
-		vm := wp.Value()
-		if vm == nil {
+		sig := st.sig
+		if sweep && wp.Value() == nil {
 			delete(w.vms, wp) // collected without being retired
 			continue
 		}
@@ -353,7 +361,7 @@ func (w *heapWatch) gather(heap uint64) (growth uint64, payers, veterans int, st
 		// (zeroing megabytes, on a busy machine) can end ticks later: a
 		// runtime that allocated in the last payerTicks ticks is still a
 		// payer.
-		n := vm.bigAllocs.Load()
+		n := sig.bigAllocs.Load()
 		if n != st.allocs {
 			st.allocTicks = payerTicks
 		} else if st.allocTicks > 0 {
@@ -364,21 +372,26 @@ func (w *heapWatch) gather(heap uint64) (growth uint64, payers, veterans int, st
 		if allocing {
 			payers++
 		}
-		g := vm.active.Load()
+		g := sig.active.Load()
 		if g == 0 {
 			st.gen = 0
 			continue
 		}
-		stopping = stopping || vm.halted.Load()
-		if vm.waiting.Load() {
+		stopping = stopping || sig.halted.Load()
+		if sig.waiting.Load() {
 			// Awaiting the host allocates nothing in JS; measure
 			// afresh when it resumes (which kicks the watchdog).
 			st.gen = 0
 			continue
 		}
+		vm := wp.Value()
+		if vm == nil {
+			delete(w.vms, wp) // collected without being retired
+			continue
+		}
 		fresh := st.gen != g
 		if fresh {
-			*st = watchState{gen: g, base: start, allocs: st.allocs, allocTicks: st.allocTicks}
+			*st = watchState{sig: sig, gen: g, base: start, allocs: st.allocs, allocTicks: st.allocTicks}
 		} else {
 			veterans++
 		}

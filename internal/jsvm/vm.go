@@ -35,11 +35,9 @@ type VM struct {
 	// Shared with timers, the heap watchdog and host goroutines (budget.go,
 	// loop.go). mu orders every stop against begin and end, so a stop
 	// aimed at one call can never land on the next.
-	mu      sync.Mutex
-	gen     uint64        // call generation, bumped by begin
-	active  atomic.Uint64 // gen of the running call, 0 when idle
-	waiting atomic.Bool   // parked in the event loop, not running JS
-	halted  atomic.Bool   // the running call was stopped; native loops look
+	mu  sync.Mutex
+	gen uint64 // call generation, bumped by begin
+	*signals
 	// stallMark and grace move a real-time deadline past runtime-wide
 	// freezes (stall.go); the timer's goroutine reads and writes them.
 	stallMark atomic.Int64
@@ -51,18 +49,28 @@ type VM struct {
 	parked    bool              // waiting on the host with Options.Busy told (loop.go)
 
 	// Touched only on the goroutine that holds the VM.
-	group   string      // the call's Call.Group
-	holding bool        // the call holds a slot of opts.Gate
-	timer   *time.Timer // reused deadline timer (no per-call allocation)
-	stopAF  func() bool // disarms an Options.AfterFunc deadline
-	stopCtx func() bool // disarms the context watcher
-	broken  bool        // never reuse: interrupted, overflowed or panicked
-	// bigAllocs counts large allocations by guarded builtins (allocguard.go),
-	// which tells the heap watchdog which call is allocating.
-	bigAllocs atomic.Uint64
+	group     string      // the call's Call.Group
+	holding   bool        // the call holds a slot of opts.Gate
+	timer     *time.Timer // reused deadline timer (no per-call allocation)
+	stopAF    func() bool // disarms an Options.AfterFunc deadline
+	stopCtx   func() bool // disarms the context watcher
+	broken    bool        // never reuse: interrupted, overflowed or panicked
 	ctx       context.Context
 	callCtx   context.Context // lazily derived from ctx; cancelled when the call ends
 	cancelCtx context.CancelFunc
+}
+
+// signals are the VM's state that the heap watchdog reads at every tick.
+// They live apart from the VM so the watchdog can hold them strongly and
+// read them without reaching the VM through its weak pointer, which costs
+// more than the loads themselves, for every runtime at every tick.
+type signals struct {
+	active  atomic.Uint64 // gen of the running call, 0 when idle
+	waiting atomic.Bool   // parked in the event loop, not running JS
+	halted  atomic.Bool   // the running call was stopped; native loops look
+	// bigAllocs counts large allocations by guarded builtins (allocguard.go),
+	// which tells the heap watchdog which call is allocating.
+	bigAllocs atomic.Uint64
 }
 
 // newVM makes a runtime, installs the guards and the host's globals, and
@@ -75,6 +83,7 @@ func newVM(prog *Program, opts *Options) (*VM, error) {
 		opts:    opts,
 		fns:     make(map[string]goja.Callable),
 		wake:    make(chan struct{}, 1),
+		signals: &signals{},
 	}
 	rt.SetMaxCallStackSize(opts.MaxCallStack)
 	rt.SetTimeSource(goja.Now(opts.Now))
