@@ -132,7 +132,10 @@ func (s *Store) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Event, 
 	// Planning a claim costs several times what running it does, and
 	// most claims, made on the wake-up of a commit whose event the commit
 	// claimed itself, find nothing due: one look at events_due spares
-	// them the planning.
+	// them the planning, and a recent look spares them the round trip.
+	if m, fresh := s.dueMemo(appID); fresh && (!m.ok || m.at > now.UnixNano()) {
+		return nil, nil
+	}
 	at, ok, err := s.nextDue(ctx, appID)
 	if err != nil || !ok || at > now.UnixNano() {
 		if err == nil {
@@ -170,13 +173,11 @@ func (s *Store) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Event, 
 // due again unless its delivery settles first. An event leased to a node
 // that died is thus retried on time by the others.
 func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool, error) {
-	if v, found := s.dues.LoadAndDelete(appID); found {
-		if m := v.(dueMemo); time.Since(m.read) < dueMemoLife {
-			if !m.ok {
-				return time.Time{}, false, nil
-			}
-			return fromNanos(m.at), true, nil
+	if m, fresh := s.dueMemo(appID); fresh {
+		if !m.ok {
+			return time.Time{}, false, nil
 		}
+		return fromNanos(m.at), true, nil
 	}
 	at, ok, err := s.nextDue(ctx, appID)
 	if err != nil || !ok {
@@ -186,12 +187,13 @@ func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool,
 }
 
 // dueMemo is what a claim found in events_due: the deliverer asks
-// NextEventDue right after a claim that found nothing, and a read that
-// recent is as good as a new one. This node forgets it when it changes the
-// app's events in a way that can bring one due sooner (a commit, a
-// settlement, a replay); a change by another node reaches the deliverer
-// as a wake-up, or is seen as late as if the read had been made
-// dueMemoLife earlier.
+// NextEventDue right after a claim that found nothing, and claims again
+// at the next commit's wake-up; a read that recent is as good as a new
+// one. This node forgets it when it changes the app's events in a way that
+// can bring one due sooner (a commit of an event its committer did not
+// claim, a settlement, a replay), and when it hears of another node's
+// commit; another node's settlement is seen as late as if the read had
+// been made dueMemoLife earlier.
 type dueMemo struct {
 	at   int64
 	ok   bool
@@ -200,9 +202,59 @@ type dueMemo struct {
 
 const dueMemoLife = 5 * time.Millisecond
 
+// dueMemo is the app's memo, and whether it is recent enough to use.
+func (s *Store) dueMemo(appID int64) (dueMemo, bool) {
+	v, found := s.dues.Load(appID)
+	if !found {
+		return dueMemo{}, false
+	}
+	m := v.(dueMemo)
+	life := s.dueLife
+	if life == 0 {
+		life = dueMemoLife
+	}
+	return m, time.Since(m.read) < life
+}
+
+// committedEvents keeps the app's memo through a batch of this node whose
+// events were all claimed by their committers, as they went in: they run
+// here, and fall due only when their leases end, which the memo takes in.
+// Any other event may be due now, and the memo goes.
+func (s *Store) committedEvents(app int64, batch []*commitReq, results []commitRes) {
+	leaseEnd := int64(0)
+	for i, r := range results {
+		ev := batch[i].w.Event
+		if r.err != nil || r.seq == 0 || ev == nil {
+			continue
+		}
+		if !ev.Claimed || ev.ClaimUntil.IsZero() {
+			s.dues.Delete(app)
+			return
+		}
+		if end := ev.ClaimUntil.UnixNano(); leaseEnd == 0 || end < leaseEnd {
+			leaseEnd = end
+		}
+	}
+	if leaseEnd == 0 {
+		return
+	}
+	v, found := s.dues.Load(app)
+	if !found {
+		return
+	}
+	m := v.(dueMemo)
+	if m.ok && m.at <= leaseEnd {
+		return
+	}
+	if !s.dues.CompareAndSwap(app, m, dueMemo{at: leaseEnd, ok: true, read: m.read}) {
+		s.dues.Delete(app)
+	}
+}
+
 // nextDue is NextEventDue in nanoseconds, read from events_due: an event
 // can be claimed at now only if one is due by now.
 func (s *Store) nextDue(ctx context.Context, appID int64) (at int64, ok bool, err error) {
+	s.dueReads.Add(1)
 	// In the order of events_due, which a generic plan made while the
 	// statistics said the table was empty would otherwise trade for a
 	// scan and a sort.

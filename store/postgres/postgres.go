@@ -56,8 +56,13 @@ type Store struct {
 	acks    acker
 	hints   hints
 	// dues holds, per app, what a claim's look at events_due found when
-	// nothing was due (dueMemo), for the NextEventDue that follows it.
+	// nothing was due (dueMemo), for the NextEventDue that follows it and
+	// the claims that the next commits' wake-ups make.
 	dues sync.Map
+	// dueLife is how long a memo in dues is used (dueMemoLife; tests set
+	// it longer), and dueReads counts the looks at events_due.
+	dueLife  time.Duration
+	dueReads atomic.Int64
 	// noncesSwept is when this node last deleted expired nonces (ns).
 	noncesSwept atomic.Int64
 

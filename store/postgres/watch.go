@@ -193,6 +193,9 @@ func (w *watcher) listenLoop(ctx context.Context, conn *pgx.Conn) {
 		w.mu.Lock()
 		switch kind {
 		case "":
+			if v > w.last[app].seq {
+				w.s.dues.Delete(app) // another node's commit: its events may be due
+			}
 			w.seenLocked(app, v)
 		case "g":
 			w.grantsLocked(app, v)
@@ -259,6 +262,9 @@ func (w *watcher) poll(ctx context.Context, tell bool) error {
 		if tell {
 			w.settingsLocked(a.app, a.conf)
 			w.grantsLocked(a.app, a.grants)
+			if a.seq > w.last[a.app].seq {
+				w.s.dues.Delete(a.app)
+			}
 			w.seenLocked(a.app, a.seq)
 			continue
 		}

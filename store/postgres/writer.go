@@ -233,7 +233,7 @@ func (s *Store) commitBatch(app int64, batch []*commitReq) {
 		grants = grants || (r.err == nil && batch[i].w.GrantsChanged)
 	}
 	if last > 0 {
-		s.dues.Delete(app) // its events may be due now
+		s.committedEvents(app, batch, results)
 		s.watch.committed(app, last, grants)
 	}
 	for i, req := range batch {
