@@ -24,8 +24,17 @@ const maxHints = 16384
 // hints: a miss costs only the read it would have saved.
 type hints struct {
 	mu    sync.Mutex
-	m     map[store.DocKey]*store.Doc
+	m     map[store.DocKey]*hint
 	bytes int
+}
+
+// hint is a head, and, when this node committed it, the grants it gives:
+// a batch whose heads are all such hints can trust them instead of
+// reading them (expect.go).
+type hint struct {
+	doc    *store.Doc
+	grants []store.Grant
+	known  bool // grants are the head's
 }
 
 func docBytes(k store.DocKey, d *store.Doc) int {
@@ -38,39 +47,70 @@ func docBytes(k store.DocKey, d *store.Doc) int {
 
 // put remembers d as the head of k unless a later head is known already:
 // two commits of one document may finish in either order here.
-func (h *hints) put(k store.DocKey, d *store.Doc) {
+func (h *hints) put(k store.DocKey, d *store.Doc) { h.add(k, &hint{doc: d}) }
+
+// putCommitted remembers the head a commit of this node left, with the
+// grants it gives.
+func (h *hints) putCommitted(k store.DocKey, d *store.Doc, grants []store.Grant) {
+	h.add(k, &hint{doc: d, grants: slices.Clone(grants), known: true})
+}
+
+func (h *hints) add(k store.DocKey, e *hint) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	old := h.m[k]
-	if old != nil && old.Seq > d.Seq {
+	if old != nil && old.doc.Seq > e.doc.Seq {
 		return
 	}
+	if old != nil && old.known && !e.known && old.doc.Seq == e.doc.Seq {
+		// A read of the head this node committed: the grants still hold.
+		e.grants, e.known = old.grants, true
+	}
 	if old != nil {
-		h.bytes -= docBytes(k, old)
+		h.bytes -= hintBytes(k, old)
 		delete(h.m, k)
 	}
-	if len(d.Body) > store.HeadCacheBodyMax {
+	if len(e.doc.Body) > store.HeadCacheBodyMax {
 		return
 	}
 	if h.m == nil {
-		h.m = map[store.DocKey]*store.Doc{}
+		h.m = map[store.DocKey]*hint{}
 	}
-	n := docBytes(k, d)
-	for kk, dd := range h.m {
+	n := hintBytes(k, e)
+	for kk, ee := range h.m {
 		if len(h.m) < maxHints && h.bytes+n <= store.HeadCacheBytes {
 			break
 		}
-		h.bytes -= docBytes(kk, dd)
+		h.bytes -= hintBytes(kk, ee)
 		delete(h.m, kk)
 	}
-	h.m[k] = d
+	h.m[k] = e
 	h.bytes += n
+}
+
+func hintBytes(k store.DocKey, e *hint) int {
+	n := docBytes(k, e.doc)
+	for _, g := range e.grants {
+		n += 48 + len(g.Kind) + len(g.Principal) + len(g.Channel)
+	}
+	return n
 }
 
 func (h *hints) get(k store.DocKey) *store.Doc {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.m[k]
+	if e := h.m[k]; e != nil {
+		return e.doc
+	}
+	return nil
+}
+
+// committed is the hint of k if this node committed it, grants known.
+func (h *hints) committed(k store.DocKey) (*hint, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.m[k]
+	return e, e != nil && e.known
 }
 
 // drop forgets k, whose hint proved stale.
@@ -78,7 +118,7 @@ func (h *hints) drop(k store.DocKey) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if old := h.m[k]; old != nil {
-		h.bytes -= docBytes(k, old)
+		h.bytes -= hintBytes(k, old)
 		delete(h.m, k)
 	}
 }

@@ -106,8 +106,8 @@ func TestHintsBounded(t *testing.T) {
 		t.Fatalf("an older head replaced a newer hint: %s", d.Rev)
 	}
 	total := 0
-	for kk, d := range h.m {
-		total += docBytes(kk, d)
+	for kk, e := range h.m {
+		total += hintBytes(kk, e)
 	}
 	if total != h.bytes {
 		t.Fatalf("bytes = %d, entries add up to %d", h.bytes, total)

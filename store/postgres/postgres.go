@@ -63,6 +63,11 @@ type Store struct {
 	// it longer), and dueReads counts the looks at events_due.
 	dueLife  time.Duration
 	dueReads atomic.Int64
+	// trustedCommits counts the batches that trusted their heads
+	// (expect.go).
+	trustedCommits atomic.Int64
+	// pids holds the backend process ids of the pool's connections.
+	pids *sync.Map
 	// noncesSwept is when this node last deleted expired nonces (ns).
 	noncesSwept atomic.Int64
 
@@ -98,6 +103,14 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		// (100 by default): set pool_max_conns in the URL to change it.
 		cfg.MaxConns = defaultMaxConns
 	}
+	// The backends of this node's pool, so the watcher tells this node's
+	// own announcements from other nodes'.
+	pids := &sync.Map{}
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		pids.Store(c.PgConn().PID(), struct{}{})
+		return nil
+	}
+	cfg.BeforeClose = func(c *pgx.Conn) { pids.Delete(c.PgConn().PID()) }
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", Redact(url), err)
@@ -112,7 +125,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	}
 	var id [8]byte
 	rand.Read(id[:])
-	s := &Store{pool: pool, node: hex.EncodeToString(id[:]),
+	s := &Store{pool: pool, node: hex.EncodeToString(id[:]), pids: pids,
 		commits: committer{queues: map[int64][]*commitReq{}, running: map[int64]bool{}}}
 	if err := s.loadIndexes(ctx); err != nil {
 		pool.Close()

@@ -418,6 +418,21 @@ var migrations = []string{
 		END IF;
 		RETURN NULL;
 	END $$;`,
+
+	// 13: a batch that trusts what this node knows of its heads
+	// (expect.go) opens its transaction by locking them, and fails unless
+	// each still has the seq the node knows, or, given 0, does not exist.
+	// The locks are taken in the order of the keys given, sorted, as a
+	// batch that reads its heads takes them.
+	`CREATE FUNCTION handoff_expect_heads(app int8, dbs text[], ids text[], seqs int8[]) RETURNS void LANGUAGE plpgsql AS $$
+	BEGIN
+		IF (SELECT count(*) FROM unnest(dbs, ids, seqs) AS k(db, id, seq)
+			LEFT JOIN LATERAL (SELECT d.seq FROM docs d WHERE d.app_id = app AND d.db = k.db AND d.id = k.id
+				FOR UPDATE OFFSET 0) x ON true
+			WHERE coalesce(x.seq, 0) = k.seq) <> cardinality(ids) THEN
+			RAISE EXCEPTION 'a head is not as this node knows it' USING ERRCODE = '` + headsMovedCode + `';
+		END IF;
+	END $$;`,
 }
 
 // migrateLock is the advisory lock key that serialises migrations, so

@@ -193,7 +193,7 @@ func (w *watcher) listenLoop(ctx context.Context, conn *pgx.Conn) {
 		w.mu.Lock()
 		switch kind {
 		case "":
-			if v > w.last[app].seq {
+			if _, ours := w.s.pids.Load(n.PID); !ours {
 				w.s.dues.Delete(app) // another node's commit: its events may be due
 			}
 			w.seenLocked(app, v)

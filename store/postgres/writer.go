@@ -251,13 +251,17 @@ var errNewDocRace = errors.New("postgres store: a new document was created by an
 const maxRaces = 8
 
 // commitRetrying runs commitTx again while it loses a race to create a
-// document: the next run checks the batch against the new head.
+// document, or finds a head it trusted moved (expect.go): the next run
+// reads the heads and checks the batch against them.
 func (s *Store) commitRetrying(app int64, batch []*commitReq, results []commitRes) (retry bool, err error) {
+	trust := true
 	for range maxRaces {
-		retry, err = s.commitTx(app, batch, results)
-		if !errors.Is(err, errNewDocRace) {
+		retry, err = s.commitTx(app, batch, results, trust)
+		if !errors.Is(err, errNewDocRace) && !errors.Is(err, errHeadsMoved) {
 			return retry, err
 		}
+		// The next run reads the heads that proved other than expected.
+		trust = false
 		clear(results)
 	}
 	return retry, err
@@ -289,7 +293,7 @@ type docState struct {
 // commitTx writes batch in one transaction, filling results. It reports
 // retry when the transaction surely did not commit, so its writes may be
 // tried again.
-func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (retry bool, err error) {
+func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes, trust bool) (retry bool, err error) {
 	ctx := context.Background()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -299,12 +303,19 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 	c := conn.Conn()
 	defer endTx(ctx, c)
 
-	// Round trip 1: lock every head of the batch and read their grants.
 	keys, states := batchDocs(batch)
-	if err := c.SendBatch(ctx, queueLocks(app, keys, states)).Close(); err != nil {
-		return true, err
+	var opening *pgx.Batch // what opens the transaction instead of round trip 1
+	var accepted, grantWrites []int
+	if trust {
+		opening, accepted, grantWrites = s.trustHeads(app, batch, keys, states, results)
 	}
-	accepted, grantWrites := checkWrites(batch, states, results)
+	if opening == nil {
+		// Round trip 1: lock every head of the batch and read their grants.
+		if err := c.SendBatch(ctx, queueLocks(app, keys, states)).Close(); err != nil {
+			return true, err
+		}
+		accepted, grantWrites = checkWrites(batch, states, results)
+	}
 	grants := &pgx.Batch{}
 	tally := queueGrants(grants, app, keys, states)
 	if len(accepted) == 0 {
@@ -316,8 +327,18 @@ func (s *Store) commitTx(app int64, batch []*commitReq, results []commitRes) (re
 
 	// Round trip 2: take the seqs, write everything, commit, announce.
 	t := s.queueWrites(app, batch, accepted, keys, states, grants)
+	if opening != nil {
+		opening.QueuedQueries = append(opening.QueuedQueries, t.b.QueuedQueries...)
+		t.b = opening
+	}
 	if retry, err = t.send(ctx, c); err != nil {
+		if opening != nil && headsMoved(err) {
+			return true, errHeadsMoved
+		}
 		return retry, err
+	}
+	if opening != nil {
+		s.trustedCommits.Add(1)
 	}
 	// A lost announcement only delays other nodes until their next poll.
 	for _, k := range t.newDBs {
@@ -531,7 +552,7 @@ func (s *Store) hintHeads(app int64, batch []*commitReq, accepted []int, keys []
 	for _, k := range keys {
 		hk := store.DocKey{App: app, DB: k.db, ID: k.id}
 		if st := states[k]; st.last >= 0 {
-			s.hints.put(hk, committedHead(batch[accepted[st.last]].w, seqs[st.last], st.hasGrants))
+			s.hints.putCommitted(hk, committedHead(batch[accepted[st.last]].w, seqs[st.last], st.hasGrants), st.grants)
 		} else {
 			s.hints.drop(hk) // every write to it was refused: its head moved
 		}

@@ -522,7 +522,15 @@ func TestGroupCommitAcrossNodes(t *testing.T) {
 			t.Fatalf("head of %s at %s: HasGrants %v with grants %v", id, rev, d.HasGrants, gs)
 		}
 	}
-	rows, err := a.pool.Query(ctx, `SELECT kind || ':' || principal || ':' || channel, n FROM grant_counts WHERE app_id = $1`, app)
+	if got := grantCounts(t, a, app); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("grant_counts = %v, want %v", got, want)
+	}
+}
+
+// grantCounts reads app's grant_counts, keyed kind:principal:channel.
+func grantCounts(t *testing.T, st *Store, app int64) map[string]int {
+	t.Helper()
+	rows, err := st.pool.Query(context.Background(), `SELECT kind || ':' || principal || ':' || channel, n FROM grant_counts WHERE app_id = $1`, app)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -535,9 +543,10 @@ func TestGroupCommitAcrossNodes(t *testing.T) {
 		}
 		got[k] = n
 	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("grant_counts = %v, want %v", got, want)
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
+	return got
 }
 
 // TestGrantCountsNetPerBatch: a batch moves each grant's count once, by
