@@ -77,8 +77,69 @@ func TestClaimsAfterHandOffsReadNothing(t *testing.T) {
 	heard := st.watch.heard.Load()
 	d := putEvent(t, other, app, "d", now)
 	waitUntil(t, 30*time.Second, "the other node's commit to be heard", func() bool {
-		_, memo := st.dues.Load(app)
+		_, memo := st.dues.get(app)
 		return st.watch.heard.Load() > heard && !memo
 	})
 	claim("claim after another node's commit", 1, d)
+}
+
+// TestMemoOfALookOvertaken: a look at events_due under way while the
+// app's events change (a commit of an event nobody claimed, a settlement)
+// read them as they were, and leaves no memo: the claim on the change's
+// wake-up looks again and finds what is due.
+func TestMemoOfALookOvertaken(t *testing.T) {
+	t.Parallel()
+	st := openAt(t, freshDB(t))
+	defer st.Close()
+	st.dueLife = time.Hour
+	ctx := context.Background()
+	app := newApp(t, st, "jobs")
+	now := time.Now()
+	claim := func() []int64 {
+		t.Helper()
+		evs, err := st.ClaimEvents(ctx, store.Claim{AppID: app, Now: now, Limit: 10, Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seqsOf(evs)
+	}
+	// A commit lands while the first claim's look is under way.
+	var b int64
+	st.afterDueRead = func() { st.afterDueRead = nil; b = putEvent(t, st, app, "b", now) }
+	if got := claim(); len(got) != 0 {
+		t.Fatalf("first claim took %v", got)
+	}
+	if got := claim(); !slices.Equal(got, []int64{b}) {
+		t.Fatalf("claim after the commit took %v, want [%d]", got, b)
+	}
+	// A retry due at once is set while a look is under way.
+	st.afterDueRead = func() {
+		st.afterDueRead = nil
+		if err := st.SettleEvent(ctx, app, b, store.Settlement{Attempts: 1, NextAt: now}); err != nil {
+			t.Error(err)
+		}
+	}
+	if got := claim(); len(got) != 0 {
+		t.Fatalf("claim during the settlement took %v", got)
+	}
+	if got := claim(); !slices.Equal(got, []int64{b}) {
+		t.Fatalf("claim after the retry was set took %v, want [%d]", got, b)
+	}
+}
+
+// TestDueMemoDroppedDuringALook: the memo a look stores is refused once
+// the app's memo was dropped after the look began.
+func TestDueMemoDroppedDuringALook(t *testing.T) {
+	var d dueMemos
+	drops := d.drops(7)
+	d.drop(7)
+	d.set(7, drops, dueMemo{ok: false, read: time.Now()})
+	if _, ok := d.get(7); ok {
+		t.Fatal("a look begun before a drop stored its memo")
+	}
+	d.set(7, d.drops(7), dueMemo{ok: true, at: 5, read: time.Now()})
+	d.leased(7, 3)
+	if m, ok := d.get(7); !ok || m.at != 3 {
+		t.Fatalf("memo after a lease ending at 3: %+v, %v", m, ok)
+	}
 }

@@ -136,10 +136,14 @@ func (s *Store) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Event, 
 	if m, fresh := s.dueMemo(appID); fresh && (!m.ok || m.at > now.UnixNano()) {
 		return nil, nil
 	}
+	drops := s.dues.drops(appID)
 	at, ok, err := s.nextDue(ctx, appID)
+	if s.afterDueRead != nil {
+		s.afterDueRead()
+	}
 	if err != nil || !ok || at > now.UnixNano() {
 		if err == nil {
-			s.dues.Store(appID, dueMemo{at: at, ok: ok, read: time.Now()})
+			s.dues.set(appID, drops, dueMemo{at: at, ok: ok, read: time.Now()})
 		}
 		return nil, err
 	}
@@ -186,71 +190,6 @@ func (s *Store) NextEventDue(ctx context.Context, appID int64) (time.Time, bool,
 	return fromNanos(at), true, nil
 }
 
-// dueMemo is what a claim found in events_due: the deliverer asks
-// NextEventDue right after a claim that found nothing, and claims again
-// at the next commit's wake-up; a read that recent is as good as a new
-// one. This node forgets it when it changes the app's events in a way that
-// can bring one due sooner (a commit of an event its committer did not
-// claim, a settlement, a replay), and when it hears of another node's
-// commit; another node's settlement is seen as late as if the read had
-// been made dueMemoLife earlier.
-type dueMemo struct {
-	at   int64
-	ok   bool
-	read time.Time
-}
-
-const dueMemoLife = 5 * time.Millisecond
-
-// dueMemo is the app's memo, and whether it is recent enough to use.
-func (s *Store) dueMemo(appID int64) (dueMemo, bool) {
-	v, found := s.dues.Load(appID)
-	if !found {
-		return dueMemo{}, false
-	}
-	m := v.(dueMemo)
-	life := s.dueLife
-	if life == 0 {
-		life = dueMemoLife
-	}
-	return m, time.Since(m.read) < life
-}
-
-// committedEvents keeps the app's memo through a batch of this node whose
-// events were all claimed by their committers, as they went in: they run
-// here, and fall due only when their leases end, which the memo takes in.
-// Any other event may be due now, and the memo goes.
-func (s *Store) committedEvents(app int64, batch []*commitReq, results []commitRes) {
-	leaseEnd := int64(0)
-	for i, r := range results {
-		ev := batch[i].w.Event
-		if r.err != nil || r.seq == 0 || ev == nil {
-			continue
-		}
-		if !ev.Claimed || ev.ClaimUntil.IsZero() {
-			s.dues.Delete(app)
-			return
-		}
-		if end := ev.ClaimUntil.UnixNano(); leaseEnd == 0 || end < leaseEnd {
-			leaseEnd = end
-		}
-	}
-	if leaseEnd == 0 {
-		return
-	}
-	v, found := s.dues.Load(app)
-	if !found {
-		return
-	}
-	m := v.(dueMemo)
-	if m.ok && m.at <= leaseEnd {
-		return
-	}
-	if !s.dues.CompareAndSwap(app, m, dueMemo{at: leaseEnd, ok: true, read: m.read}) {
-		s.dues.Delete(app)
-	}
-}
-
 // nextDue is NextEventDue in nanoseconds, read from events_due: an event
 // can be claimed at now only if one is due by now.
 func (s *Store) nextDue(ctx context.Context, appID int64) (at int64, ok bool, err error) {
@@ -290,7 +229,11 @@ func (s *Store) StartEvent(ctx context.Context, appID, seq int64) error {
 // lease: after it ran out and another node took the event, that node's
 // outcome counts.
 func (s *Store) SettleEvent(ctx context.Context, appID, seq int64, st store.Settlement) error {
-	s.dues.Delete(appID)
+	// An ack lets the document's next event run, a retry may be due at
+	// once: the memo goes before, for the looks from now on, and after,
+	// for a look whose read came before the settlement.
+	s.dues.drop(appID)
+	defer s.dues.drop(appID)
 	if st.Ack {
 		return s.ack(ctx, appID, seq, false)
 	}
@@ -325,7 +268,8 @@ func (s *Store) ListEvents(ctx context.Context, appID int64, dead bool, afterSeq
 }
 
 func (s *Store) ReplayEvent(ctx context.Context, appID, seq int64, now time.Time) error {
-	s.dues.Delete(appID)
+	s.dues.drop(appID) // as SettleEvent
+	defer s.dues.drop(appID)
 	ct, err := s.pool.Exec(ctx, `UPDATE events SET dead = false, attempts = 0, next_at = $3, last_error = '', running = false, origin = 0, lease_until = 0, lease_owner = ''
 		WHERE app_id = $1 AND seq = $2 AND dead`, appID, seq, now.UnixNano())
 	if err != nil {

@@ -58,11 +58,14 @@ type Store struct {
 	// dues holds, per app, what a claim's look at events_due found when
 	// nothing was due (dueMemo), for the NextEventDue that follows it and
 	// the claims that the next commits' wake-ups make.
-	dues sync.Map
+	dues dueMemos
 	// dueLife is how long a memo in dues is used (dueMemoLife; tests set
 	// it longer), and dueReads counts the looks at events_due.
 	dueLife  time.Duration
 	dueReads atomic.Int64
+	// afterDueRead, set by tests, runs between a claim's look at
+	// events_due and the memo it stores.
+	afterDueRead func()
 	// trustedCommits counts the batches that trusted their heads
 	// (expect.go).
 	trustedCommits atomic.Int64

@@ -194,7 +194,7 @@ func (w *watcher) listenLoop(ctx context.Context, conn *pgx.Conn) {
 		switch kind {
 		case "":
 			if _, ours := w.s.pids.Load(n.PID); !ours {
-				w.s.dues.Delete(app) // another node's commit: its events may be due
+				w.s.dues.drop(app) // another node's commit: its events may be due
 			}
 			w.seenLocked(app, v)
 		case "g":
@@ -263,7 +263,7 @@ func (w *watcher) poll(ctx context.Context, tell bool) error {
 			w.settingsLocked(a.app, a.conf)
 			w.grantsLocked(a.app, a.grants)
 			if a.seq > w.last[a.app].seq {
-				w.s.dues.Delete(a.app)
+				w.s.dues.drop(a.app)
 			}
 			w.seenLocked(a.app, a.seq)
 			continue
