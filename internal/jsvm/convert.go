@@ -66,7 +66,7 @@ func (vm *VM) ToJSON(v goja.Value) ([]byte, error) {
 	if v == nil {
 		return []byte("null"), nil
 	}
-	ok, err := vm.jsonStr(goja.Undefined(), v)
+	ok, err := vm.toJSONFn(goja.Undefined(), v)
 	out := vm.jsonOut
 	vm.jsonOut = nil
 	if err != nil {

@@ -74,7 +74,7 @@ func installJSON(vm *VM) error {
 			return err
 		}
 	}
-	vm.jsonStr, _ = goja.AssertFunction(rt.ToValue(vm.toJSONNative))
+	vm.toJSONFn, _ = goja.AssertFunction(rt.ToValue(vm.toJSONNative))
 	return nil
 }
 

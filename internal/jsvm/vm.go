@@ -24,7 +24,7 @@ type VM struct {
 	exports   *goja.Object             // module.exports after the module ran
 	fns       map[string]goja.Callable // exported functions, looked up once
 	jsonParse goja.Callable
-	jsonStr   goja.Callable // toJSONNative, for ToJSON (jsonglobal.go)
+	toJSONFn  goja.Callable // toJSONNative, for ToJSON (jsonglobal.go)
 	jsonOut   []byte        // the text toJSONNative made
 	builtins  jsonBuiltins
 	joinDepth int                   // nesting of Array.prototype.join (nativeguard.go)
