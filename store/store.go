@@ -410,7 +410,8 @@ type Claim struct {
 	Exclusive bool
 	// Start asks the claim to mark a run of each event it leases begun,
 	// as StartEvent would, for a caller that starts every event it claims
-	// at once: on a store across the network that saves a round trip
+	// at once or holds it for the next free slot: on a store across the
+	// network that saves a round trip
 	// between a commit and its handler. A store that does so sets
 	// Event.Started on those events; the caller calls StartEvent for the
 	// others. Ignored with Exclusive (those events run one after another).

@@ -210,11 +210,12 @@ func startWithWaiting(t *testing.T, st store.Store, b *appcodetest.Backend, n in
 }
 
 // TestFreeSlotTakesTheNextEvent: with events of different documents
-// waiting, each of the free slots runs one event at once, in seq order;
-// the claim asks for no more than the free slots, and one that got fewer
-// than it asked for is not followed by another that would come back
-// empty. When a run ends, its slot takes the next event at once, while
-// the other runs go on.
+// waiting, each of the free slots runs one event at once, in seq order.
+// The same claim takes as many more as there are slots, up to a batch,
+// to wait on the node (runner/waiting.go), and one that got fewer than
+// it asked for is not followed by another that would come back empty.
+// When a run ends, its slot takes the next event at once, while the
+// other runs go on.
 func TestFreeSlotTakesTheNextEvent(t *testing.T) {
 	t.Parallel()
 	sq, err := sqlite.Open(t.TempDir())
@@ -254,8 +255,8 @@ func TestFreeSlotTakesTheNextEvent(t *testing.T) {
 		t.Fatalf("first runs: %v, want seqs 1 to 5 at once", first)
 	}
 	st.mu.Lock()
-	if len(st.calls) != 1 || st.calls[0] != [2]int{5, 5} {
-		t.Errorf("claims (limit, got) = %v, want one claim of 5 that got 5", st.calls)
+	if len(st.calls) != 1 || st.calls[0] != [2]int{10, 10} {
+		t.Errorf("claims (limit, got) = %v, want one claim of 10 that got 10: five to run, five to wait", st.calls)
 	}
 	st.mu.Unlock()
 	// The third run ends: its slot takes seq 6; the others still run.

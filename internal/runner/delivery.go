@@ -96,7 +96,9 @@ func (ar *appRunner) deliver() {
 			woken++
 		case <-retry:
 			woken++
+			ar.dueAgain()
 		case <-poll.C:
+			ar.dueAgain()
 		}
 	}
 }
@@ -121,8 +123,9 @@ func (ar *appRunner) follow(app App) {
 	ar.mu.Unlock()
 }
 
-// claim starts runs while there are free slots and due events. It
-// reports busy when it stopped because every slot is taken.
+// claim starts runs while there are free slots and due events, and
+// fills the waiting list in whole batches (waiting.go). It reports busy
+// when it stopped because there is no room for a batch.
 func (ar *appRunner) claim(app App, be appcode.Backend) (busy bool) {
 	e, ctx := ar.r, ar.r.ctx
 	cfg := be.Config().OnChange
@@ -130,23 +133,32 @@ func (ar *appRunner) claim(app App, be appcode.Backend) (busy bool) {
 	for {
 		ar.mu.Lock()
 		slots := cfg.Concurrency - ar.inflight - ar.reserved
-		// Set in the same critical section as the count is read: a run
-		// ending after it wakes the loop.
-		ar.starved = slots <= 0
-		ar.mu.Unlock()
-		if slots <= 0 || ctx.Err() != nil {
-			return slots <= 0
-		}
-		// No more than the free slots take at once: an event claimed
-		// here waits for nothing but its start.
-		want := min(slots, batchSize)
-		if exclusive {
+		var want int
+		switch {
+		case exclusive:
 			// Strict commit order: nothing while another node runs an
 			// event; the batch runs in the one slot.
+			if slots > 0 {
+				want = batchSize
+			}
+		case slots > 0:
+			want = min(ar.room(cfg.Concurrency), batchSize)
+		case ar.room(cfg.Concurrency) >= batchSize:
+			// Every slot is taken: a whole batch waits, rather than each
+			// event being claimed alone when a slot frees.
 			want = batchSize
 		}
-		// Every event of a shared claim starts at once, so the claim may
-		// mark the runs begun itself (deliverOne).
+		// Set in the same critical section as the count is read: a run
+		// ending after it wakes the loop.
+		ar.starved = want == 0
+		gen := ar.backlogGen
+		ar.mu.Unlock()
+		if want == 0 || ctx.Err() != nil {
+			return want == 0
+		}
+		// Every event of a shared claim starts at once or waits on this
+		// node for a slot, so the claim may mark the runs begun itself
+		// (deliverOne).
 		evs, err := e.st.ClaimEvents(ctx, store.Claim{AppID: ar.id, Now: e.clock.Now(), Limit: want, Lease: eventLease,
 			Exclusive: exclusive, Start: !exclusive})
 		if err != nil {
@@ -155,17 +167,23 @@ func (ar *appRunner) claim(app App, be appcode.Backend) (busy bool) {
 			}
 			return false
 		}
+		short := len(evs) < want
+		if short {
+			ar.caughtUp(gen)
+		}
 		if len(evs) == 0 {
 			return false
 		}
 		ar.hold(evs)
-		short := len(evs) < want
 		evs = ar.interrupted(app, be, evs)
 		if exclusive {
 			ar.run(ar.runs, app, be, evs)
 		} else {
-			for i := range evs {
-				ar.run(ar.runs, app, be, evs[i:i+1:i+1])
+			ar.mu.Lock()
+			runs, version := ar.runs, ar.version
+			ar.mu.Unlock()
+			for _, ev := range evs {
+				ar.admit(waitingRun{ctx: runs, app: app, be: be, ev: ev, version: version}, cfg.Concurrency, false)
 			}
 		}
 		if short {
@@ -204,40 +222,62 @@ func (ar *appRunner) runIn(ctx context.Context, app App, be appcode.Backend, evs
 	}
 	version := ar.started()
 	ar.mu.Unlock()
+	ar.launch(ctx, app, be, evs, version)
+}
+
+// launch runs evs in a slot already counted in inflight, for version,
+// then the waiting events that the slot passes to (waiting.go).
+func (ar *appRunner) launch(ctx context.Context, app App, be appcode.Backend, evs []store.Event, version int) {
 	workers.Go(func() {
 		defer ar.r.wg.Done()
-		defer func() {
-			ar.mu.Lock()
-			ar.inflight--
-			starved := ar.starved
-			ar.starved = false
-			ar.mu.Unlock()
-			// A claim that stopped for want of a slot left events behind,
-			// or a deploy gave them back; retries set their own wake-ups.
-			if starved || ctx.Err() != nil && ar.r.ctx.Err() == nil {
-				ar.r.signal(ar.wake)
-			}
-			ar.ended(version) // after the signal: the wake-up takes over
-		}()
-		var failed map[docKey]bool
-		for i, ev := range evs {
-			k := docKey{ev.Rev.DB, ev.Rev.ID}
-			if failed[k] {
-				ar.r.settle(ar, ev.Seq, giveBack(ev))
-				continue
-			}
-			if ctx.Err() != nil {
-				ar.giveBackUnrun(evs[i:])
+		ar.deliverAll(ctx, app, be, evs)
+		gaveBack := false
+		for {
+			w, ok, starved := ar.nextWaiting()
+			if !ok {
+				// A claim that stopped for want of room left events
+				// behind, or a deploy gave them back; retries set their
+				// own wake-ups.
+				if starved || gaveBack || ctx.Err() != nil && ar.r.ctx.Err() == nil {
+					ar.r.signal(ar.wake)
+				}
+				ar.ended(version) // after the signal: the wake-up takes over
 				return
 			}
-			if !ar.deliverOne(ctx, app, be, ev) {
-				if failed == nil {
-					failed = map[docKey]bool{}
-				}
-				failed[k] = true
+			if w.version != version || w.ctx.Err() != nil {
+				// A deploy since it was taken: it goes back, and runs
+				// with the code that is live.
+				ar.giveBackUnrun([]store.Event{w.ev})
+				gaveBack = true
+				continue
 			}
+			ar.deliverAll(w.ctx, w.app, w.be, []store.Event{w.ev})
 		}
 	})
+}
+
+// deliverAll delivers evs one after another in seq order, until ctx
+// ends. Once an event of a document fails, the later events of that
+// document go back: they wait for its retry.
+func (ar *appRunner) deliverAll(ctx context.Context, app App, be appcode.Backend, evs []store.Event) {
+	var failed map[docKey]bool
+	for i, ev := range evs {
+		k := docKey{ev.Rev.DB, ev.Rev.ID}
+		if failed[k] {
+			ar.r.settle(ar, ev.Seq, giveBack(ev))
+			continue
+		}
+		if ctx.Err() != nil {
+			ar.giveBackUnrun(evs[i:])
+			return
+		}
+		if !ar.deliverOne(ctx, app, be, ev) {
+			if failed == nil {
+				failed = map[docKey]bool{}
+			}
+			failed[k] = true
+		}
+	}
 }
 
 // giveBackUnrun settles claimed events whose runs were stopped before they
@@ -380,7 +420,7 @@ func (ar *appRunner) failed(app App, be appcode.Backend, ev store.Event, attempt
 		appcode.LogFields("seq", ev.Seq, "attempts", attempts))
 	// The retry's own wake-up: the deliverer may have looked for the next
 	// due event before this one was settled.
-	e.clock.AfterFunc(wait, func() { e.signal(ar.wake) })
+	e.clock.AfterFunc(wait, func() { ar.dueAgain(); e.signal(ar.wake) })
 }
 
 // settle records an event's outcome. Then the document's next event may

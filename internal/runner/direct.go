@@ -8,10 +8,11 @@ import (
 )
 
 // Direct hand-off: on a store across the network (store.Capabilities
-// CommitClaims), a write whose app has a free onChange slot on this node
-// asks its Commit to claim its event too. The event then runs as soon as
-// the commit returns, with no claim between them, which on PostgreSQL is
-// a transaction of its own. Everything else about the event is as if the
+// CommitClaims), a write whose app has room on this node (a free onChange
+// slot, or a place on the waiting list: waiting.go) asks its Commit to
+// claim its event too. The event then runs as soon as the commit returns,
+// or as soon as a slot frees, with no claim between them, which on
+// PostgreSQL is a transaction of its own. Everything else about the event is as if the
 // deliverer had claimed it: the same lease, renewals and settlement, and
 // the store still holds a document's later events back until it settles.
 
@@ -21,8 +22,8 @@ type Slot struct {
 	version int // the code version whose runs the slot joins
 }
 
-// Reserve takes a free slot of app's runner for w's event and asks the
-// commit to claim it; nil when there is none to take, or no reason to.
+// Reserve takes room in app's runner for w's event and asks the commit
+// to claim it; nil when there is none to take, or no reason to.
 func (r *Runner) Reserve(app App, w *store.Write) *Slot {
 	if r == nil || w.Event == nil || !r.caps.CommitClaims || w.Event.NextAt.After(r.clock.Now()) {
 		return nil
@@ -38,7 +39,8 @@ func (r *Runner) Reserve(app App, w *store.Write) *Slot {
 	ar := r.ensure(app)
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
-	if ar.runs == nil || ar.version != app.Version || ar.inflight+ar.reserved >= cfg.Concurrency {
+	if ar.runs == nil || ar.version != app.Version || !ar.fits(cfg.Concurrency) {
+		ar.markBacklog() // its event goes to the outbox unclaimed
 		return nil
 	}
 	ar.reserved++
@@ -53,6 +55,7 @@ func (s *Slot) Cancel() {
 	}
 	s.ar.mu.Lock()
 	s.ar.reserved--
+	s.ar.markBacklog() // an event committed unclaimed, if any, is in the outbox
 	s.ar.mu.Unlock()
 	if s.ar.r.ctx.Err() == nil { // no deliverer is left to take it
 		s.ar.r.signal(s.ar.wake)
@@ -87,7 +90,7 @@ func (s *Slot) Start(app App, w *store.Write, head *store.Doc, seq int64, commit
 		go func() { defer ar.r.wg.Done(); defer ar.r.done(1); ar.r.settle(ar, seq, giveBack(ev)) }()
 		return
 	}
-	ar.runIn(ctx, app, app.Backend, []store.Event{ev}, true)
+	ar.admit(waitingRun{ctx: ctx, app: app, be: app.Backend, ev: ev, version: s.version}, app.Backend.Config().OnChange.Concurrency, true)
 }
 
 // committedEvent is the event of w, committed at seq, as a claim would

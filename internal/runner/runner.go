@@ -303,9 +303,16 @@ type appRunner struct {
 	// committed notes when the commits of events handed over directly
 	// returned, for Options.OnDelivery.
 	committed map[int64]time.Time
-	// starved: a claim found every slot taken, so the next run to end
-	// must wake the deliverer.
+	// starved: a claim found no room, so the next run to end must wake
+	// the deliverer.
 	starved bool
+	// waiting are claimed events that wait for a slot, oldest first
+	// (waiting.go); a run that ends takes the first.
+	waiting []waitingRun
+	// backlog: an event may be due in the outbox, unclaimed, since
+	// backlogGen last changed (waiting.go).
+	backlog    bool
+	backlogGen uint64
 	// held are the claimed events not yet settled, whose leases renewal
 	// renews (leases.go).
 	held    map[int64]bool
