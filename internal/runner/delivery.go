@@ -233,25 +233,38 @@ func (ar *appRunner) launch(ctx context.Context, app App, be appcode.Backend, ev
 		ar.deliverAll(ctx, app, be, evs)
 		gaveBack := false
 		for {
-			w, ok, starved := ar.nextWaiting()
+			w, ok, starved := ar.nextWaiting(be.Config().OnChange.Concurrency)
+			if starved {
+				ar.r.signal(ar.wake)
+			}
 			if !ok {
 				// A claim that stopped for want of room left events
 				// behind, or a deploy gave them back; retries set their
 				// own wake-ups.
-				if starved || gaveBack || ctx.Err() != nil && ar.r.ctx.Err() == nil {
+				if gaveBack || ctx.Err() != nil && ar.r.ctx.Err() == nil {
 					ar.r.signal(ar.wake)
 				}
 				ar.ended(version) // after the signal: the wake-up takes over
 				return
 			}
-			if w.version != version || w.ctx.Err() != nil {
-				// A deploy since it was taken: it goes back, and runs
-				// with the code that is live.
+			if w.ctx.Err() != nil {
+				// A deploy since it was taken, or the server stopping:
+				// it goes back, and runs with the code that is live.
 				ar.giveBackUnrun([]store.Event{w.ev})
 				gaveBack = true
 				continue
 			}
-			ar.deliverAll(w.ctx, w.app, w.be, []store.Event{w.ev})
+			if w.version != version {
+				// Taken for code deployed while this slot's run, of the
+				// code before, was stopping: the slot goes on with it.
+				ar.mu.Lock()
+				ar.startedAs(w.version)
+				ar.mu.Unlock()
+				ar.ended(version)
+				version = w.version
+			}
+			ctx, app, be = w.ctx, w.app, w.be
+			ar.deliverAll(ctx, app, be, []store.Event{w.ev})
 		}
 	})
 }
@@ -264,7 +277,7 @@ func (ar *appRunner) deliverAll(ctx context.Context, app App, be appcode.Backend
 	for i, ev := range evs {
 		k := docKey{ev.Rev.DB, ev.Rev.ID}
 		if failed[k] {
-			ar.r.settle(ar, ev.Seq, giveBack(ev))
+			ar.r.settle(ar, ev, giveBack(ev))
 			continue
 		}
 		if ctx.Err() != nil {
@@ -288,7 +301,7 @@ func (ar *appRunner) deliverAll(ctx context.Context, app App, be appcode.Backend
 func (ar *appRunner) giveBackUnrun(evs []store.Event) {
 	for _, ev := range evs {
 		if ar.r.ctx.Err() == nil || ev.Started {
-			ar.r.settle(ar, ev.Seq, giveBack(ev))
+			ar.r.settle(ar, ev, giveBack(ev))
 		}
 	}
 }
@@ -313,7 +326,7 @@ func giveBack(ev store.Event) store.Settlement {
 
 // errInterrupted is the failure of a run that never ended: the server
 // running it stopped mid-run.
-var errInterrupted = errors.New("the server stopped while this run was in flight (it crashed, was killed or lost power); " +
+var errInterrupted = errors.New("the server stopped while this run was in flight, or waiting on it for a slot (it crashed, was killed or lost power); " +
 	"if every attempt ends so, this onChange may be what brings the server down")
 
 // interrupted settles the claimed events whose last run never ended, and
@@ -361,7 +374,7 @@ func (ar *appRunner) deliverOne(ctx context.Context, app App, be appcode.Backend
 			e.log.Error("starting an onChange run", "app", ar.ref, "seq", ev.Seq, "err", err)
 		}
 		// The mark may have landed even so: this settles it away.
-		e.settle(ar, ev.Seq, giveBack(ev))
+		e.settle(ar, ev, giveBack(ev))
 		return false
 	}
 	start := e.clock.Now()
@@ -385,12 +398,12 @@ func (ar *appRunner) deliverOne(ctx context.Context, app App, be appcode.Backend
 	hc := e.host.HandlerContext(app, Acting{Handler: appcode.OnChange, Writer: ev.Rev.Writer, Depth: ev.Depth + 1, Origin: origin})
 	err := be.OnChange(ctx, changeEvent(ev), hc)
 	if err == nil {
-		e.settle(ar, ev.Seq, store.Settlement{Ack: true})
+		e.settle(ar, ev, store.Settlement{Ack: true})
 		return true
 	}
 	if ctx.Err() != nil {
 		// The server stopped the run, not the handler: no attempt lost.
-		e.settle(ar, ev.Seq, giveBack(ev))
+		e.settle(ar, ev, giveBack(ev))
 		if ar.r.ctx.Err() == nil {
 			e.host.Log(app, "onChange", "warn", fmt.Sprintf("onChange for %s/%s (seq %d, attempt %d) stopped: a new version of the code was deployed; "+
 				"the event runs again with it, as the same attempt", ev.Rev.DB, ev.Rev.ID, ev.Seq, ev.Attempts+1), appcode.LogFields("seq", ev.Seq))
@@ -408,14 +421,14 @@ func (ar *appRunner) failed(app App, be appcode.Backend, ev store.Event, attempt
 	cfg := be.Config().OnChange
 	where := fmt.Sprintf("onChange for %s/%s (seq %d, attempt %d)", ev.Rev.DB, ev.Rev.ID, ev.Seq, attempts)
 	if attempts >= cfg.MaxAttempts {
-		e.settle(ar, ev.Seq, store.Settlement{Dead: true, Attempts: attempts, NextAt: e.clock.Now(), LastError: err.Error()})
+		e.settle(ar, ev, store.Settlement{Dead: true, Attempts: attempts, NextAt: e.clock.Now(), LastError: err.Error()})
 		e.host.Log(app, "onChange", "error", where+" failed for the last time; the event is parked as dead: "+err.Error(),
 			appcode.LogFields("seq", ev.Seq, "attempts", attempts))
 		return
 	}
 	wait := backoff(attempts)
 	next := e.clock.Now().Add(wait)
-	e.settle(ar, ev.Seq, store.Settlement{Attempts: attempts, NextAt: next, LastError: err.Error()})
+	e.settle(ar, ev, store.Settlement{Attempts: attempts, NextAt: next, LastError: err.Error()})
 	e.host.Log(app, "onChange", "warn", where+" failed; retrying in "+wait.Round(time.Second).String()+": "+err.Error(),
 		appcode.LogFields("seq", ev.Seq, "attempts", attempts))
 	// The retry's own wake-up: the deliverer may have looked for the next
@@ -425,13 +438,15 @@ func (ar *appRunner) failed(app App, be appcode.Backend, ev store.Event, attempt
 
 // settle records an event's outcome. Then the document's next event may
 // be claimed: the deliverer looks.
-func (e *Runner) settle(ar *appRunner, seq int64, s store.Settlement) {
+func (e *Runner) settle(ar *appRunner, ev store.Event, s store.Settlement) {
+	seq := ev.Seq
 	// Also when the server is stopping: a run it stopped goes back.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ar.r.ctx), 30*time.Second)
 	defer cancel()
 	if err := e.st.SettleEvent(ctx, ar.id, seq, s); err != nil {
 		e.log.Error("settling an onChange event", "app", ar.ref, "seq", seq, "err", err)
 	}
+	ar.settled(docKey{ev.Rev.DB, ev.Rev.ID}, !s.Ack && !s.Dead && !s.NextAt.After(e.clock.Now()))
 	ar.release(seq)
 	if ar.r.ctx.Err() == nil {
 		e.signal(ar.wake)

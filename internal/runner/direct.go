@@ -19,7 +19,8 @@ import (
 // Slot is a run slot reserved for a write's event before its commit.
 type Slot struct {
 	ar      *appRunner
-	version int // the code version whose runs the slot joins
+	version int    // the code version whose runs the slot joins
+	doc     docKey // the document written
 }
 
 // Reserve takes room in app's runner for w's event and asks the commit
@@ -39,13 +40,14 @@ func (r *Runner) Reserve(app App, w *store.Write) *Slot {
 	ar := r.ensure(app)
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
+	doc := docKey{w.DB, w.ID}
 	if ar.runs == nil || ar.version != app.Version || !ar.fits(cfg.Concurrency) {
-		ar.markBacklog() // its event goes to the outbox unclaimed
+		ar.toOutbox(doc) // its event goes to the outbox unclaimed
 		return nil
 	}
 	ar.reserved++
 	w.Event.ClaimUntil = r.clock.Now().Add(eventLease)
-	return &Slot{ar: ar, version: ar.version}
+	return &Slot{ar: ar, version: ar.version, doc: doc}
 }
 
 // Cancel gives the slot back: the commit failed or did not claim.
@@ -55,7 +57,7 @@ func (s *Slot) Cancel() {
 	}
 	s.ar.mu.Lock()
 	s.ar.reserved--
-	s.ar.markBacklog() // an event committed unclaimed, if any, is in the outbox
+	s.ar.toOutbox(s.doc) // an event committed unclaimed, if any, is in the outbox
 	s.ar.mu.Unlock()
 	if s.ar.r.ctx.Err() == nil { // no deliverer is left to take it
 		s.ar.r.signal(s.ar.wake)
@@ -83,11 +85,11 @@ func (s *Slot) Start(app App, w *store.Write, head *store.Doc, seq int64, commit
 		// back, and the deliverer runs it with the new code.
 		s.Cancel()
 		if !ar.r.track(1) {
-			ar.r.settle(ar, seq, giveBack(ev))
+			ar.r.settle(ar, ev, giveBack(ev))
 			return
 		}
 		ar.r.working(1)
-		go func() { defer ar.r.wg.Done(); defer ar.r.done(1); ar.r.settle(ar, seq, giveBack(ev)) }()
+		go func() { defer ar.r.wg.Done(); defer ar.r.done(1); ar.r.settle(ar, ev, giveBack(ev)) }()
 		return
 	}
 	ar.admit(waitingRun{ctx: ctx, app: app, be: app.Backend, ev: ev, version: s.version}, app.Backend.Config().OnChange.Concurrency, true)

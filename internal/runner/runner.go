@@ -190,12 +190,19 @@ func (r *Runner) ensure(app App) *appRunner {
 	return ar
 }
 
-// Poke tells the app's deliverer that an event was committed.
+// Poke tells the app's deliverer that an event was committed unclaimed,
+// or made due again.
 func (r *Runner) Poke(app App) {
 	if r == nil {
 		return
 	}
-	r.signal(r.ensure(app).wake)
+	ar := r.ensure(app)
+	ar.mu.Lock()
+	// Again after the commit: a claim between the write's reservation
+	// and its commit came back short without it.
+	ar.markBacklog()
+	ar.mu.Unlock()
+	r.signal(ar.wake)
 }
 
 // Reload tells the app's runner that its code changed.
@@ -313,6 +320,10 @@ type appRunner struct {
 	// backlogGen last changed (waiting.go).
 	backlog    bool
 	backlogGen uint64
+	// outboxDocs are the documents whose events this node's commits left
+	// in the outbox: one may be held back by an earlier event of its
+	// document, and fall due when that one settles (waiting.go).
+	outboxDocs map[docKey]bool
 	// held are the claimed events not yet settled, whose leases renewal
 	// renews (leases.go).
 	held    map[int64]bool

@@ -29,10 +29,20 @@ type host struct {
 }
 
 func (h *host) App(_ context.Context, ref string) (runner.App, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if ref != h.app.Ref {
 		return runner.App{}, fmt.Errorf("no app %s", ref)
 	}
 	return h.app, nil
+}
+
+// deploy makes the next version of the app's code live.
+func (h *host) deploy() runner.App {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.app.Version++
+	return h.app
 }
 
 func (h *host) HandlerContext(_ runner.App, as runner.Acting) appcode.HandlerContext {

@@ -54,6 +54,37 @@ func (ar *appRunner) markBacklog() {
 	ar.backlogGen++
 }
 
+// maxOutboxDocs bounds outboxDocs. A document whose commit failed leaves
+// its entry until the next settlement of one of its events, which may
+// never come; past the bound the list starts over, with the backlog
+// marked, which is what the entries would do.
+const maxOutboxDocs = 4096
+
+// toOutbox marks the backlog for an event of doc that a commit of this
+// node leaves in the outbox. Called under ar.mu.
+func (ar *appRunner) toOutbox(doc docKey) {
+	ar.markBacklog()
+	if len(ar.outboxDocs) >= maxOutboxDocs {
+		ar.outboxDocs = nil
+	}
+	if ar.outboxDocs == nil {
+		ar.outboxDocs = map[docKey]bool{}
+	}
+	ar.outboxDocs[doc] = true
+}
+
+// settled marks the backlog for what a settlement of an event of doc may
+// make due: the document's next event, left in the outbox behind it, or
+// the event itself, given back.
+func (ar *appRunner) settled(doc docKey, givenBack bool) {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	if ar.outboxDocs[doc] || givenBack {
+		delete(ar.outboxDocs, doc)
+		ar.markBacklog()
+	}
+}
+
 // dueAgain marks the backlog for an event that falls due in the outbox
 // with no commit to tell: a retry after its backoff, or any the poll finds.
 func (ar *appRunner) dueAgain() {
@@ -104,10 +135,10 @@ func (ar *appRunner) admit(w waitingRun, concurrency int, reserved bool) {
 	ar.launch(w.ctx, w.app, w.be, []store.Event{w.ev}, version)
 }
 
-// nextWaiting takes the oldest waiting event into the slot of a run of
-// version that has ended. With none waiting, the slot is freed: ok is
-// false, and starved reports whether the deliverer wants to be woken.
-func (ar *appRunner) nextWaiting() (w waitingRun, ok, starved bool) {
+// nextWaiting takes the oldest waiting event into the slot of a run that
+// has ended. With none waiting, the slot is freed: ok is false. starved
+// reports whether the deliverer wants to be woken.
+func (ar *appRunner) nextWaiting(concurrency int) (w waitingRun, ok, starved bool) {
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
 	if len(ar.waiting) > 0 {
@@ -117,7 +148,13 @@ func (ar *appRunner) nextWaiting() (w waitingRun, ok, starved bool) {
 		if len(ar.waiting) == 0 {
 			ar.waiting = nil // let the backing array go
 		}
-		return w, true, false
+		// A deliverer that found no room for a batch looks again once
+		// there is.
+		starved = ar.starved && ar.room(concurrency) >= batchSize
+		if starved {
+			ar.starved = false
+		}
+		return w, true, starved
 	}
 	ar.inflight--
 	starved = ar.starved

@@ -9,6 +9,7 @@ import (
 
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/appcode/appcodetest"
+	"github.com/handoff-run/handoff/internal/runner"
 	"github.com/handoff-run/handoff/store"
 )
 
@@ -47,6 +48,28 @@ func (s *claimlessStore) ClaimEvents(context.Context, store.Claim) ([]store.Even
 	return nil, nil
 }
 
+// reserveCommit writes id as the engine would, its event claimed at
+// commit if the runner has room for it; start then runs or queues it, and
+// is nil when there was no room. With claimed false the store is taken
+// to have declined the claim (an earlier event of the document is live):
+// the slot is cancelled and the deliverer poked.
+func reserveCommit(t *testing.T, g *rig, app runner.App, id string, claimed bool) (start func()) {
+	t.Helper()
+	w := &store.Write{AppID: app.ID, DB: "jobs", ID: id, Rev: "1-" + id, Body: []byte(`{}`),
+		Writer: store.Writer{User: "alice"}, Path: "http", Time: g.clk.Now(), Event: &store.EventSpec{NextAt: g.clk.Now()}}
+	slot := g.r.Reserve(app, w)
+	seq, err := g.st.Commit(context.Background(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slot == nil || !claimed {
+		slot.Cancel()
+		g.r.Poke(app)
+		return nil
+	}
+	return func() { slot.Start(app, w, nil, seq, g.clk.Now()) }
+}
+
 // TestCommitsClaimPastTheSlots: with every slot taken, a commit still
 // claims its event, up to concurrency of them; they wait on the node and
 // take the slots of runs that end, oldest first. Once a commit found no
@@ -62,21 +85,7 @@ func TestCommitsClaimPastTheSlots(t *testing.T) {
 	if err := g.clk.WaitIdle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// commit writes id as the engine would; start is nil when the commit
-	// found no room to claim its event.
-	commit := func(id string) (start func()) {
-		w := &store.Write{AppID: g.h.app.ID, DB: "jobs", ID: id, Rev: "1-" + id, Body: []byte(`{}`),
-			Writer: store.Writer{User: "alice"}, Path: "http", Time: g.clk.Now(), Event: &store.EventSpec{NextAt: g.clk.Now()}}
-		slot := g.r.Reserve(g.h.app, w)
-		seq, err := g.st.Commit(ctx, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slot == nil {
-			return nil
-		}
-		return func() { slot.Start(g.h.app, w, nil, seq, g.clk.Now()) }
-	}
+	commit := func(id string) (start func()) { return reserveCommit(t, g, g.h.app, id, true) }
 	for i := range 8 {
 		id := fmt.Sprintf("d%d", i)
 		start := commit(id)
@@ -195,5 +204,202 @@ func TestClaimsFillTheWaitingList(t *testing.T) {
 		if l != 10 {
 			t.Fatalf("claims asked for %v events; want whole batches of 10", ls.limits)
 		}
+	}
+}
+
+// gate is an onChange whose run of each document tells started and then
+// waits until the test lets that document go. A stubborn gate's runs do
+// not stop when their context is cancelled, as a handler slow to stop.
+type gate struct {
+	started  chan string
+	stubborn bool
+
+	mu   sync.Mutex
+	open map[string]chan struct{}
+}
+
+func (gt *gate) ch(id string) chan struct{} {
+	gt.mu.Lock()
+	defer gt.mu.Unlock()
+	if gt.open == nil {
+		gt.open = map[string]chan struct{}{}
+	}
+	if gt.open[id] == nil {
+		gt.open[id] = make(chan struct{})
+	}
+	return gt.open[id]
+}
+
+func (gt *gate) let(id string) {
+	ch := gt.ch(id)
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// letAll lets every document go, for a test that failed midway.
+func (gt *gate) letAll() {
+	gt.mu.Lock()
+	ids := make([]string, 0, len(gt.open))
+	for id := range gt.open {
+		ids = append(ids, id)
+	}
+	gt.mu.Unlock()
+	for _, id := range ids {
+		gt.let(id)
+	}
+}
+
+func (gt *gate) backend(concurrency int) *appcodetest.Backend {
+	gt.started = make(chan string, 64)
+	b := &appcodetest.Backend{OnChange: func(ctx context.Context, ev appcode.ChangeEvent, _ appcode.HandlerContext) error {
+		gt.started <- ev.DocID
+		done := ctx.Done()
+		if gt.stubborn {
+			done = nil
+		}
+		select {
+		case <-gt.ch(ev.DocID):
+			return nil
+		case <-done:
+			return ctx.Err()
+		}
+	}}
+	b.Cfg.OnChange.Concurrency = concurrency
+	return b
+}
+
+// settlements records what each settlement was, and tells claimed how
+// many events each claim took.
+type settlements struct {
+	store.Store
+	claimed  chan int
+	mu       sync.Mutex
+	gaveBack []int64
+	acked    []int64
+}
+
+func (s *settlements) ClaimEvents(ctx context.Context, c store.Claim) ([]store.Event, error) {
+	evs, err := s.Store.ClaimEvents(ctx, c)
+	if s.claimed != nil && len(evs) > 0 {
+		s.claimed <- len(evs)
+	}
+	return evs, err
+}
+
+func (s *settlements) SettleEvent(ctx context.Context, appID, seq int64, st store.Settlement) error {
+	s.mu.Lock()
+	if st.Ack {
+		s.acked = append(s.acked, seq)
+	} else {
+		s.gaveBack = append(s.gaveBack, seq)
+	}
+	s.mu.Unlock()
+	return s.Store.SettleEvent(ctx, appID, seq, st)
+}
+
+// TestWaitingRunsOutliveADeploy: events claimed for the code deployed
+// while the runs of the code before are still stopping wait for those
+// runs' slots, and run with the new code there: they are not given back
+// to be claimed again.
+func TestWaitingRunsOutliveADeploy(t *testing.T) {
+	const concurrency = 10
+	gt := &gate{stubborn: true}
+	b := gt.backend(concurrency)
+	var ss *settlements
+	g := newRigOn(t, b, func(st store.Store) store.Store {
+		ss = &settlements{Store: st, claimed: make(chan int, 16)}
+		return ss
+	})
+	t.Cleanup(gt.letAll)
+	for i := range concurrency {
+		g.commit(fmt.Sprintf("old%d", i))
+	}
+	for range concurrency {
+		receive(t, gt.started)
+	}
+	for claimed := 0; claimed < concurrency; {
+		claimed += <-ss.claimed
+	}
+	// Committed with no wake-up, so the deploy's is the first look at
+	// them: one claim for the waiting list, with every slot held by an
+	// old run that does not stop.
+	for i := range concurrency {
+		id := fmt.Sprintf("new%d", i)
+		w := &store.Write{AppID: g.h.app.ID, DB: "jobs", ID: id, Rev: "1-" + id, Body: []byte(`{}`),
+			Writer: store.Writer{User: "alice"}, Path: "http", Time: g.clk.Now(), Event: &store.EventSpec{NextAt: g.clk.Now()}}
+		if _, err := g.st.Commit(context.Background(), w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.r.Reload(g.h.deploy())
+	for waiting := 0; waiting < concurrency; {
+		select {
+		case n := <-ss.claimed:
+			waiting += n
+		case <-time.After(time.Minute):
+			t.Fatal("the new events were never claimed")
+		}
+	}
+	for i := range concurrency {
+		gt.let(fmt.Sprintf("old%d", i))
+	}
+	ran := map[string]bool{}
+	for range concurrency {
+		id := receive(t, gt.started)
+		ran[id] = true
+		gt.let(id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := g.clk.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if len(ran) != concurrency || len(ss.gaveBack) != 0 || len(ss.acked) != 2*concurrency {
+		t.Fatalf("new events run %v, %d given back, %d acked; want all %d run in the old runs' slots, none given back",
+			ran, len(ss.gaveBack), len(ss.acked), concurrency)
+	}
+}
+
+// TestCloseGivesBackWaitingEvents: Close stops the runs and gives back
+// the events waiting for their slots, unrun; it returns once all that is
+// done.
+func TestCloseGivesBackWaitingEvents(t *testing.T) {
+	gt := &gate{}
+	b := gt.backend(4)
+	var ss *settlements
+	g := newRigOn(t, b, func(st store.Store) store.Store {
+		ss = &settlements{Store: &claimlessStore{claimingStore{Store: st}}}
+		return ss
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := g.clk.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		if start := reserveCommit(t, g, g.h.app, fmt.Sprintf("d%d", i), true); start != nil {
+			start()
+		} else {
+			t.Fatalf("no room for commit %d of 6", i+1)
+		}
+	}
+	for range 4 {
+		receive(t, gt.started)
+	}
+	g.r.Close()
+	select {
+	case id := <-gt.started:
+		t.Fatalf("%s ran after Close", id)
+	default:
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if len(ss.gaveBack) != 6 || len(ss.acked) != 0 {
+		t.Fatalf("%d given back, %d acked at Close; want all 6 given back", len(ss.gaveBack), len(ss.acked))
 	}
 }

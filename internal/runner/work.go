@@ -45,14 +45,19 @@ func (r *Runner) done(n int) {
 // started counts a run of the live version and returns that version.
 // Called under ar.mu.
 func (ar *appRunner) started() int {
+	ar.startedAs(ar.version)
+	return ar.version
+}
+
+// startedAs counts a run of version. Called under ar.mu.
+func (ar *appRunner) startedAs(version int) {
 	if ar.r.busy != nil {
 		ar.r.busy(1)
 	}
 	if ar.running == nil {
 		ar.running = map[int]int{}
 	}
-	ar.running[ar.version]++
-	return ar.version
+	ar.running[version]++
 }
 
 // ended counts a run of version as ended; the last one of a stopped
