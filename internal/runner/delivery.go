@@ -143,10 +143,10 @@ func (ar *appRunner) claim(app App, be appcode.Backend) (busy bool) {
 			}
 		case slots > 0:
 			want = min(ar.room(cfg.Concurrency), batchSize)
-		case ar.room(cfg.Concurrency) >= batchSize:
+		case ar.room(cfg.Concurrency) >= wholeBatch(cfg.Concurrency):
 			// Every slot is taken: a whole batch waits, rather than each
 			// event being claimed alone when a slot frees.
-			want = batchSize
+			want = min(ar.room(cfg.Concurrency), batchSize)
 		}
 		// Set in the same critical section as the count is read: a run
 		// ending after it wakes the loop.

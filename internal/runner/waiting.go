@@ -28,6 +28,11 @@ type waitingRun struct {
 	version int
 }
 
+// wholeBatch is the least room worth a claim with every slot taken: a
+// batch, or the concurrency when that is smaller, since the room never
+// grows past it.
+func wholeBatch(concurrency int) int { return min(batchSize, concurrency) }
+
 // room is how many more events this node may take for the app: its free
 // slots and the waiting list's free places. Called under ar.mu.
 func (ar *appRunner) room(concurrency int) int {
@@ -150,7 +155,7 @@ func (ar *appRunner) nextWaiting(concurrency int) (w waitingRun, ok, starved boo
 		}
 		// A deliverer that found no room for a batch looks again once
 		// there is.
-		starved = ar.starved && ar.room(concurrency) >= batchSize
+		starved = ar.starved && ar.room(concurrency) >= wholeBatch(concurrency)
 		if starved {
 			ar.starved = false
 		}

@@ -70,6 +70,17 @@ func reserveCommit(t *testing.T, g *rig, app runner.App, id string, claimed bool
 	return func() { slot.Start(app, w, nil, seq, g.clk.Now()) }
 }
 
+// commitQuietly writes id with an event and tells the runner nothing: the
+// deliverer finds it at its next look.
+func commitQuietly(t *testing.T, g *rig, id string) {
+	t.Helper()
+	w := &store.Write{AppID: g.h.app.ID, DB: "jobs", ID: id, Rev: "1-" + id, Body: []byte(`{}`),
+		Writer: store.Writer{User: "alice"}, Path: "http", Time: g.clk.Now(), Event: &store.EventSpec{NextAt: g.clk.Now()}}
+	if _, err := g.st.Commit(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestCommitsClaimPastTheSlots: with every slot taken, a commit still
 // claims its event, up to concurrency of them; they wait on the node and
 // take the slots of runs that end, oldest first. Once a commit found no
@@ -300,20 +311,27 @@ func (s *settlements) SettleEvent(ctx context.Context, appID, seq int64, st stor
 	return s.Store.SettleEvent(ctx, appID, seq, st)
 }
 
+// gatedRig is a rig whose onChange is a gate, over SQLite with its
+// settlements and claims recorded.
+func gatedRig(t *testing.T, concurrency int, stubborn bool) (*gate, *settlements, *rig) {
+	gt := &gate{stubborn: stubborn}
+	b := gt.backend(concurrency)
+	var ss *settlements
+	g := newRigOn(t, b, func(st store.Store) store.Store {
+		ss = &settlements{Store: st, claimed: make(chan int, 64)}
+		return ss
+	})
+	t.Cleanup(gt.letAll)
+	return gt, ss, g
+}
+
 // TestWaitingRunsOutliveADeploy: events claimed for the code deployed
 // while the runs of the code before are still stopping wait for those
 // runs' slots, and run with the new code there: they are not given back
 // to be claimed again.
 func TestWaitingRunsOutliveADeploy(t *testing.T) {
 	const concurrency = 10
-	gt := &gate{stubborn: true}
-	b := gt.backend(concurrency)
-	var ss *settlements
-	g := newRigOn(t, b, func(st store.Store) store.Store {
-		ss = &settlements{Store: st, claimed: make(chan int, 16)}
-		return ss
-	})
-	t.Cleanup(gt.letAll)
+	gt, ss, g := gatedRig(t, concurrency, true)
 	for i := range concurrency {
 		g.commit(fmt.Sprintf("old%d", i))
 	}
@@ -327,12 +345,7 @@ func TestWaitingRunsOutliveADeploy(t *testing.T) {
 	// them: one claim for the waiting list, with every slot held by an
 	// old run that does not stop.
 	for i := range concurrency {
-		id := fmt.Sprintf("new%d", i)
-		w := &store.Write{AppID: g.h.app.ID, DB: "jobs", ID: id, Rev: "1-" + id, Body: []byte(`{}`),
-			Writer: store.Writer{User: "alice"}, Path: "http", Time: g.clk.Now(), Event: &store.EventSpec{NextAt: g.clk.Now()}}
-		if _, err := g.st.Commit(context.Background(), w); err != nil {
-			t.Fatal(err)
-		}
+		commitQuietly(t, g, fmt.Sprintf("new%d", i))
 	}
 	g.r.Reload(g.h.deploy())
 	for waiting := 0; waiting < concurrency; {
@@ -401,5 +414,39 @@ func TestCloseGivesBackWaitingEvents(t *testing.T) {
 	defer ss.mu.Unlock()
 	if len(ss.gaveBack) != 6 || len(ss.acked) != 0 {
 		t.Fatalf("%d given back, %d acked at Close; want all 6 given back", len(ss.gaveBack), len(ss.acked))
+	}
+}
+
+// TestSmallConcurrencyRefillsTheWaitingList: with concurrency under a
+// batch, the waiting list never has room for one; once it has room for
+// as many as the slots, the deliverer claims them while every slot is
+// still taken, rather than waiting for a slot to free.
+func TestSmallConcurrencyRefillsTheWaitingList(t *testing.T) {
+	const concurrency = 4
+	gt, ss, g := gatedRig(t, concurrency, false)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := g.clk.WaitIdle(ctx); err != nil { // the deliverer's first look is over
+		t.Fatal(err)
+	}
+	for i := range 3 * concurrency {
+		commitQuietly(t, g, fmt.Sprintf("d%02d", i))
+	}
+	g.r.Poke(g.h.app)
+	if n := <-ss.claimed; n != 2*concurrency {
+		t.Fatalf("the first claim took %d events; want %d, the slots and as many waiting", n, 2*concurrency)
+	}
+	for range concurrency {
+		gt.let(receive(t, gt.started))
+	}
+	// Four runs ended and four waiting events took their slots: the list
+	// has room for four, and every slot is taken.
+	select {
+	case n := <-ss.claimed:
+		if n != concurrency {
+			t.Fatalf("the refill took %d events, want %d", n, concurrency)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no claim while every slot was taken and the waiting list had room for as many")
 	}
 }
