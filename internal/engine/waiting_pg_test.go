@@ -36,8 +36,9 @@ func (c commitsClaimed) ClaimEvents(ctx context.Context, cl store.Claim) ([]stor
 }
 
 // TestWaitingListOnPostgres: on a store whose commits claim their events,
-// with every run held, the node claims up to concurrency events past the
-// slots (runner/waiting.go), at commit or from the outbox, and no more. Once the runs go on,
+// with every run held, the node claims events past the slots
+// (runner/waiting.go), at commit or from the outbox, up to concurrency
+// more and a claim's batch. Once the runs go on,
 // every event runs once, never more than concurrency at once, and the
 // events of a document one at a time in commit order.
 func TestWaitingListOnPostgres(t *testing.T) {
@@ -76,8 +77,10 @@ func TestWaitingListOnPostgres(t *testing.T) {
 		}
 		return nil
 	})
-	if n := claimed.Load(); n > 2*concurrency {
-		t.Fatalf("with every run held, %d events claimed; want at most %d, the slots and as many waiting", n, 2*concurrency)
+	// The bound: the slots, as many waiting, and a claim's batch that
+	// commits raced.
+	if n, most := claimed.Load(), int64(2*concurrency+concurrency); n > most {
+		t.Fatalf("with every run held, %d events claimed; want at most %d", n, most)
 	}
 	close(release)
 	eventually(t, "every event run", func() error {

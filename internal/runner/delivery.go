@@ -156,6 +156,10 @@ func (ar *appRunner) claim(app App, be appcode.Backend) (busy bool) {
 		if want == 0 || ctx.Err() != nil {
 			return want == 0
 		}
+		// Commits may take room while the claim is out, so the list can
+		// pass its bound by up to a batch; what runs never passes the
+		// concurrency (admit). Holding the room for the claim instead
+		// would turn commits away from free slots at every claim.
 		// Every event of a shared claim starts at once or waits on this
 		// node for a slot, so the claim may mark the runs begun itself
 		// (deliverOne).
@@ -241,7 +245,7 @@ func (ar *appRunner) launch(ctx context.Context, app App, be appcode.Backend, ev
 				// A claim that stopped for want of room left events
 				// behind, or a deploy gave them back; retries set their
 				// own wake-ups.
-				if gaveBack || ctx.Err() != nil && ar.r.ctx.Err() == nil {
+				if (gaveBack || ctx.Err() != nil) && ar.r.ctx.Err() == nil {
 					ar.r.signal(ar.wake)
 				}
 				ar.ended(version) // after the signal: the wake-up takes over

@@ -18,10 +18,14 @@ func (ar *appRunner) hold(evs []store.Event) {
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
 	if ar.held == nil {
-		ar.held = map[int64]bool{}
+		ar.held, ar.heldDocs = map[int64]docKey{}, map[docKey]int{}
 	}
 	for _, ev := range evs {
-		ar.held[ev.Seq] = true
+		doc := docKey{ev.Rev.DB, ev.Rev.ID}
+		if _, ok := ar.held[ev.Seq]; !ok {
+			ar.heldDocs[doc]++
+		}
+		ar.held[ev.Seq] = doc
 	}
 	if len(ar.held) > 0 && ar.renewal == nil && ar.r.ctx.Err() == nil {
 		ar.renewal = ar.r.clock.AfterFunc(renewEvery, ar.renew)
@@ -33,7 +37,12 @@ func (ar *appRunner) hold(evs []store.Event) {
 func (ar *appRunner) release(seq int64) {
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
-	delete(ar.held, seq)
+	if doc, ok := ar.held[seq]; ok {
+		delete(ar.held, seq)
+		if ar.heldDocs[doc]--; ar.heldDocs[doc] <= 0 {
+			delete(ar.heldDocs, doc)
+		}
+	}
 	if len(ar.held) == 0 && ar.renewal != nil {
 		ar.renewal.Stop()
 		ar.renewal = nil

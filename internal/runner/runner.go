@@ -320,15 +320,16 @@ type appRunner struct {
 	// backlogGen last changed (waiting.go).
 	backlog    bool
 	backlogGen uint64
-	// outboxDocs are the documents whose events this node's commits left
-	// in the outbox: one may be held back by an earlier event of its
-	// document, and fall due when that one settles (waiting.go).
-	outboxDocs map[docKey]bool
+	// behind are the documents whose events this node's commits left in
+	// the outbox behind an earlier event of theirs that this node holds:
+	// they fall due when that one settles (waiting.go).
+	behind map[docKey]bool
 	// held are the claimed events not yet settled, whose leases renewal
 	// renews (leases.go).
-	held    map[int64]bool
-	renewal clock.Timer
-	tick    tickStatus
+	held     map[int64]docKey
+	heldDocs map[docKey]int // how many of held are of each document
+	renewal  clock.Timer
+	tick     tickStatus
 	// running counts the runs in flight of each code version, and
 	// stopped ends the work of stopping a version once its last run has
 	// ended (work.go).

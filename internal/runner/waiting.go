@@ -59,33 +59,37 @@ func (ar *appRunner) markBacklog() {
 	ar.backlogGen++
 }
 
-// maxOutboxDocs bounds outboxDocs. A document whose commit failed leaves
-// its entry until the next settlement of one of its events, which may
-// never come; past the bound the list starts over, with the backlog
-// marked, which is what the entries would do.
-const maxOutboxDocs = 4096
+// maxBehind bounds behind. An entry whose event another node took, or
+// whose commit failed, stays until the next settlement of its document
+// here; past the bound the map starts over, and an event it forgot waits
+// for the poll.
+const maxBehind = 4096
 
 // toOutbox marks the backlog for an event of doc that a commit of this
-// node leaves in the outbox. Called under ar.mu.
+// node leaves in the outbox, and notes it as behind the document's
+// event that this node holds, if it holds one. Called under ar.mu.
 func (ar *appRunner) toOutbox(doc docKey) {
 	ar.markBacklog()
-	if len(ar.outboxDocs) >= maxOutboxDocs {
-		ar.outboxDocs = nil
+	if ar.heldDocs[doc] == 0 {
+		return
 	}
-	if ar.outboxDocs == nil {
-		ar.outboxDocs = map[docKey]bool{}
+	if len(ar.behind) >= maxBehind {
+		ar.behind = nil
 	}
-	ar.outboxDocs[doc] = true
+	if ar.behind == nil {
+		ar.behind = map[docKey]bool{}
+	}
+	ar.behind[doc] = true
 }
 
-// settled marks the backlog for what a settlement of an event of doc may
-// make due: the document's next event, left in the outbox behind it, or
+// settled marks the backlog for what a settlement of an event of doc
+// makes due: the document's next event, left in the outbox behind it, or
 // the event itself, given back.
 func (ar *appRunner) settled(doc docKey, givenBack bool) {
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
-	if ar.outboxDocs[doc] || givenBack {
-		delete(ar.outboxDocs, doc)
+	if ar.behind[doc] || givenBack {
+		delete(ar.behind, doc)
 		ar.markBacklog()
 	}
 }
