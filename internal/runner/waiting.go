@@ -50,7 +50,8 @@ func (ar *appRunner) fits(concurrency int) bool {
 }
 
 // markBacklog notes that an event may be due in the outbox, unclaimed: a
-// commit found no room, or a retry or the poll came due. Until a claim
+// commit left it there (toOutbox, Poke), a settlement made it due
+// (settled), or a retry or the poll came due (dueAgain). Until a claim
 // shows the outbox has caught up, commits take free slots only, so the
 // events they claim do not go ahead of it in the waiting list. Called
 // under ar.mu.
