@@ -141,11 +141,10 @@ func (ar *appRunner) claim(app App, be appcode.Backend) (busy bool) {
 			if slots > 0 {
 				want = batchSize
 			}
-		case slots > 0:
-			want = min(ar.room(cfg.Concurrency), batchSize)
-		case ar.room(cfg.Concurrency) >= wholeBatch(cfg.Concurrency):
-			// Every slot is taken: a whole batch waits, rather than each
-			// event being claimed alone when a slot frees.
+		case slots > 0 || ar.room(cfg.Concurrency) >= wholeBatch(cfg.Concurrency):
+			// With every slot taken only a whole batch is worth a claim:
+			// it waits, rather than each event being claimed alone when
+			// a slot frees.
 			want = min(ar.room(cfg.Concurrency), batchSize)
 		}
 		// Set in the same critical section as the count is read: a run
@@ -198,32 +197,18 @@ func (ar *appRunner) claim(app App, be appcode.Backend) (busy bool) {
 	}
 }
 
-// run delivers events in a slot of its own, one after another in seq
-// order, until ctx ends. Once an event of a document fails, the later
-// events of that document go back: they wait for its retry.
+// run delivers the events of an exclusive claim in the one slot, one
+// after another in seq order, until ctx ends (deliverAll).
 func (ar *appRunner) run(ctx context.Context, app App, be appcode.Backend, evs []store.Event) {
-	ar.runIn(ctx, app, be, evs, false)
-}
-
-// runIn is run; with reserved, in the slot a write reserved (direct.go).
-func (ar *appRunner) runIn(ctx context.Context, app App, be appcode.Backend, evs []store.Event, reserved bool) {
 	if len(evs) == 0 {
 		return
 	}
 	if !ar.r.track(1) { // the server is stopping
-		if reserved {
-			ar.mu.Lock()
-			ar.reserved--
-			ar.mu.Unlock()
-		}
 		ar.giveBackUnrun(evs)
 		return
 	}
 	ar.mu.Lock()
 	ar.inflight++
-	if reserved {
-		ar.reserved--
-	}
 	version := ar.started()
 	ar.mu.Unlock()
 	ar.launch(ctx, app, be, evs, version)

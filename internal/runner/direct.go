@@ -12,9 +12,10 @@ import (
 // slot, or a place on the waiting list: waiting.go) asks its Commit to
 // claim its event too. The event then runs as soon as the commit returns,
 // or as soon as a slot frees, with no claim between them, which on
-// PostgreSQL is a transaction of its own. Everything else about the event is as if the
-// deliverer had claimed it: the same lease, renewals and settlement, and
-// the store still holds a document's later events back until it settles.
+// PostgreSQL is a transaction of its own. Everything else about the event
+// is as if the deliverer had claimed it: the same lease, renewals and
+// settlement, and the store still holds a document's later events back
+// until it settles.
 
 // Slot is a run slot reserved for a write's event before its commit.
 type Slot struct {
