@@ -60,6 +60,12 @@ var hostileApps = []hostileApp{
 		access: `export default function () { const a = []; while (true) a.push(new Array(1e6).fill(1)) }`},
 	{name: "spin", writers: 4, writes: 5, wantCode: errs.AccessError, wantMsg: "deadline",
 		access: `export default function () { while (true) {} }`},
+	// goja would export a thrown array by its length, four billion here:
+	// 64 GB asked of Go at once, past any heap limit.
+	{name: "sparse-throw", slack: true, writers: 2, writes: 2, wantCode: errs.AccessError, wantMsg: "[null,null",
+		access: `export default function () { const a = []; a.length = 4e9; throw a }`},
+	{name: "onchange-sparse-throw", writes: 1, wantRun: "[null,null", access: allowAll,
+		backend: `export async function onChange() { const a = []; a.length = 4e9; throw { list: a } }`},
 	{name: "onchange-parse-bomb", writes: 1, wantRun: "nested deeper than 1000 levels", access: allowAll,
 		backend: `export async function onChange() { JSON.parse("[".repeat(3e6)) }`},
 	{name: "onchange-doubling", writes: 2, wantRun: "memory", access: allowAll,

@@ -29,7 +29,7 @@ func (f *Func) setup(vm *jsvm.VM) error {
 	names := func(call goja.FunctionCall, what string) []string {
 		arg := call.Argument(0)
 		var out []string
-		switch x := arg.Export().(type) {
+		switch x := jsvm.Export(arg).(type) {
 		case string:
 			out = []string{x}
 		case []any:

@@ -3,6 +3,7 @@ package access
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dop251/goja"
@@ -75,6 +76,24 @@ func absent(v goja.Value) bool { return v == nil || goja.IsUndefined(v) || goja.
 func stringList(v goja.Value, what string) ([]string, error) {
 	if absent(v) {
 		return nil, nil
+	}
+	if goja.IsString(v) {
+		return []string{v.String()}, nil
+	}
+	if obj, ok := v.(*goja.Object); ok && obj.ClassName() == "Array" {
+		// Read the items in place: Export would copy the array and keep
+		// a map of what it copied, a third of a decision's allocations.
+		// The length is the function's to choose: grow as items are read.
+		n := obj.Get("length").ToInteger()
+		out := make([]string, 0, min(n, 16))
+		for i := range n {
+			e := obj.Get(strconv.FormatInt(i, 10))
+			if !goja.IsString(e) {
+				return nil, badReturn(fmt.Sprintf("%s[%d] is not a string", what, i))
+			}
+			out = append(out, e.String())
+		}
+		return out, nil
 	}
 	switch x := v.Export().(type) {
 	case string:

@@ -285,7 +285,7 @@ func describe(v goja.Value) string {
 		}
 		return "an object"
 	}
-	if b, ok := v.Export().(bool); ok {
+	if b, ok := jsvm.Bool(v); ok {
 		return strconv.FormatBool(b)
 	}
 	return strings.ToLower(v.String())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/engine"
+	"github.com/handoff-run/handoff/internal/jsvm"
 )
 
 // config.onChange.when and dbs filter the commits that get an event:
@@ -89,7 +90,7 @@ func scalar(v goja.Value) (any, bool) {
 		}
 		return f, true
 	}
-	if b, ok := v.Export().(bool); ok {
+	if b, ok := jsvm.Bool(v); ok {
 		return b, true
 	}
 	return nil, false

@@ -256,7 +256,7 @@ func (rt *runtime) dbPut(fc goja.FunctionCall) goja.Value {
 		return o.rejectNow(err)
 	}
 	if v, ok := opts["ifAbsent"]; ok {
-		b, isBool := v.Export().(bool)
+		b, isBool := jsvm.Bool(v)
 		if !isBool {
 			return o.invalid("option ifAbsent must be true or false, not %s", describe(v))
 		}

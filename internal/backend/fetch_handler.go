@@ -171,7 +171,10 @@ func (b *Backend) response(vm *jsvm.VM, v goja.Value) (appcode.FetchResponse, er
 		resp.Header[k] = append(resp.Header[k], h[1])
 	}
 	if bv := o.Get("body"); bv != nil && !goja.IsNull(bv) && !goja.IsUndefined(bv) {
-		body, ok := bv.Export().([]byte)
+		body, ok := []byte(nil), bv.ExportType() == bytesType
+		if ok {
+			body = bv.Export().([]byte)
+		}
 		if !ok {
 			return appcode.FetchResponse{}, fmt.Errorf("%s: fetch response body is not bytes", b.file)
 		}

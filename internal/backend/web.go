@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"reflect"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -91,11 +92,16 @@ func webOf(vm *jsvm.VM) (*web, error) {
 	return v.Export().(*web), nil
 }
 
+// bytesType is what a Uint8Array exports as. Checking it first spares
+// exporting anything else, which for an array can ask for any amount of
+// memory (jsvm.Export).
+var bytesType = reflect.TypeFor[[]byte]()
+
 // bytesArg reads a Uint8Array argument that web.js normalised. The slice
 // shares the runtime's memory: copy it before it leaves the call.
 func bytesArg(vm *jsvm.VM, v goja.Value) []byte {
-	if b, ok := v.Export().([]byte); ok {
-		return b
+	if v.ExportType() == bytesType {
+		return v.Export().([]byte)
 	}
 	panic(vm.NewTypeError("expected a Uint8Array"))
 }
@@ -187,7 +193,7 @@ func pairs(v goja.Value) ([][2]string, error) {
 	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
 		return nil, nil
 	}
-	list, ok := v.Export().([]any)
+	list, ok := jsvm.Export(v).([]any)
 	if !ok {
 		return nil, errors.New("expected an array of [name, value] pairs")
 	}

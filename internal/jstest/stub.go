@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -101,7 +102,7 @@ func callStub(vm *jsvm.VM, stub goja.Callable, req *http.Request, body []byte, a
 		return goja.Undefined()
 	}
 	if obj, ok := v.(*goja.Object); ok {
-		if p, ok := obj.Export().(*goja.Promise); ok {
+		if p, ok := promiseOf(obj); ok {
 			switch p.State() {
 			case goja.PromiseStateFulfilled:
 				v = p.Result()
@@ -165,3 +166,15 @@ func stubResponse(vm *jsvm.VM, v goja.Value) (*http.Response, error) {
 	resp.ContentLength = int64(len(body))
 	return resp, nil
 }
+
+// promiseOf is obj's promise, if it is one. Anything else is not
+// exported: exporting a user's array can ask for any amount of memory.
+func promiseOf(obj *goja.Object) (*goja.Promise, bool) {
+	if obj.ExportType() != promiseType {
+		return nil, false
+	}
+	p, ok := obj.Export().(*goja.Promise)
+	return p, ok
+}
+
+var promiseType = reflect.TypeFor[*goja.Promise]()

@@ -44,7 +44,7 @@ func (vm *VM) valueError(v goja.Value, export string, rejected bool) *JSError {
 	if v == nil {
 		v = goja.Undefined()
 	}
-	e.Value = v.Export()
+	e.Value = Export(v)
 	obj, isObj := v.(*goja.Object)
 	if isObj && vm.isError(obj) {
 		e.Name = valueString(obj.Get("name"))
