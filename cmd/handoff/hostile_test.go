@@ -64,6 +64,10 @@ var hostileApps = []hostileApp{
 	// 64 GB asked of Go at once, past any heap limit.
 	{name: "sparse-throw", slack: true, writers: 2, writes: 2, wantCode: errs.AccessError, wantMsg: "[null,null",
 		access: `export default function () { const a = []; a.length = 4e9; throw a }`},
+	// A Set built from such an array walks its iterator in one native
+	// call, out of reach of Interrupt: each step now looks at the stop.
+	{name: "sparse-set", writers: 2, writes: 2, wantCode: errs.AccessError,
+		access: `export default function () { const a = []; a.length = 4e9; return { channels: [...new Set(a)] } }`},
 	{name: "onchange-sparse-throw", writes: 1, wantRun: "[null,null", access: allowAll,
 		backend: `export async function onChange() { const a = []; a.length = 4e9; throw { list: a } }`},
 	{name: "onchange-parse-bomb", writes: 1, wantRun: "nested deeper than 1000 levels", access: allowAll,

@@ -62,7 +62,46 @@ func installNativeGuards(vm *VM) error {
 			return err
 		}
 	}
-	return nil
+	return vm.guardArrayIterator()
+}
+
+// guardArrayIterator makes each step of an array's iterator look at the
+// stop flag. Spreading an array ([...a], f(...a)) and building a Set, a
+// Map, a typed array, a promise list or an object from one walk the
+// iterator inside a single native call, out of reach of Interrupt, and
+// an array's length costs nothing to set: on `a.length = 4e9` each of
+// those ran for minutes past its deadline, holding its slot, or grew the
+// heap until the process died.
+func (vm *VM) guardArrayIterator() error {
+	rt := vm.Runtime
+	it, ok := rt.NewArray().Get("values").(*goja.Object)
+	if !ok {
+		return nil
+	}
+	values, ok := goja.AssertFunction(it)
+	if !ok {
+		return nil
+	}
+	iter, err := values(rt.NewArray())
+	if err != nil {
+		return err
+	}
+	proto := iter.ToObject(rt).Prototype()
+	orig := proto.Get("next")
+	next, ok := goja.AssertFunction(orig)
+	if !ok {
+		return nil
+	}
+	wrapped := vm.ToValue(func(c goja.FunctionCall) goja.Value {
+		vm.checkStop()
+		v, err := next(c.This, c.Arguments...)
+		if err != nil {
+			panic(err)
+		}
+		return v
+	}).(*goja.Object)
+	copyIdentity(orig.(*goja.Object), wrapped)
+	return proto.DefineDataProperty("next", wrapped, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
 }
 
 // guardRegex wraps proto[name] (or proto[sym]) so that an operation that

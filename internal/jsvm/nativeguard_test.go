@@ -61,3 +61,39 @@ func TestJoinNestingLimit(t *testing.T) {
 		t.Errorf("joinOK: got %s want %s", got, want)
 	}
 }
+
+// TestArrayIteratorStops: native calls that walk an array's iterator stop
+// at the call's deadline or heap limit, on an array whose length was set
+// to four billion. Before the guard each ran on for minutes or until the
+// process ran out of memory.
+func TestArrayIteratorStops(t *testing.T) {
+	t.Parallel()
+	walks := map[string]string{
+		"spread":      `[...a]`,
+		"spreadCall":  `Math.max(...a)`,
+		"set":         `new Set(a)`,
+		"map":         `new Map(a.entries())`,
+		"fromKeys":    `Array.from(a.keys())`,
+		"fromEntries": `Object.fromEntries(a.entries())`,
+		"promiseAll":  `Promise.all(a)`,
+		"typedArray":  `new Uint8Array(a)`,
+		"charCodes":   `String.fromCharCode(...a)`,
+	}
+	var src strings.Builder
+	for name, walk := range walks {
+		src.WriteString("export function " + name + "() { const a = [1]; a.length = 4e9; " + walk + " }\n")
+	}
+	src.WriteString("export function ordinary() { const a = [3, 1, 2]; return [[...a], Math.max(...a), [...new Set(a)], Array.from(a.entries()).length, a.values().next.name] }\n")
+	p := newTestPool(t, "backend.js", src.String(), Options{Size: 1, HeapLimit: 64 << 20})
+	for name := range walks {
+		start := time.Now()
+		err := callWithin(p, name, 500*time.Millisecond)
+		var le *LimitError
+		if !errors.Is(err, ErrDeadline) && !errors.As(err, &le) {
+			t.Errorf("%s: got %v after %v, want the deadline or the heap limit", name, err, time.Since(start))
+		}
+	}
+	if got, want := mustJSON(t, p, "ordinary"), `[[3,1,2],3,[3,1,2],3,"next"]`; got != want {
+		t.Errorf("ordinary: got %s want %s", got, want)
+	}
+}
