@@ -173,7 +173,14 @@ func (g *allocGuard) wrapConstructor(name string, unit float64) error {
 	proxy := rt.NewProxy(target, &goja.ProxyTrapConfig{
 		Construct: func(_ *goja.Object, args []goja.Value, newTarget *goja.Object) *goja.Object {
 			if len(args) > 0 {
-				if _, isObj := args[0].(*goja.Object); !isObj && g.over(args[0].ToFloat()*unit) {
+				// A length, or an array-like to copy: {length: 4e9}
+				// costs nothing to make. A buffer has no length, and
+				// its view allocates nothing.
+				n := args[0].ToFloat
+				if _, isObj := args[0].(*goja.Object); isObj {
+					n = func() float64 { return g.length(args[0]) }
+				}
+				if g.over(n() * unit) {
 					return rt.NewObject()
 				}
 			}
@@ -282,6 +289,14 @@ func (g *allocGuard) installMore(rt *goja.Runtime, strProto, arrProto *goja.Obje
 				n += g.elements(a)
 			}
 			return n * propBytes
+		}},
+		// String.raw joins raw's elements, however long raw says it is.
+		{rt.Get("String").ToObject(rt), "raw", func(c goja.FunctionCall) float64 {
+			tpl, ok := c.Argument(0).(*goja.Object)
+			if !ok {
+				return 0
+			}
+			return g.length(tpl.Get("raw")) * slotBytes
 		}},
 		{object, "keys", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
 		{object, "values", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},

@@ -36,11 +36,14 @@ export function hugeJoinSeparator() { return new Array(1e6).join("x".repeat(1e4)
 export function hugeFlat() { return Array(1000).fill(new Array(1e6).fill(0)).flat() }
 export function hugeReplaceAll() { return "a".repeat(1e6).replaceAll("a", "b".repeat(1e4)) }
 export function hugeStringConcat() { const s = "x".repeat(2 ** 24); return s.concat(s, s, s, s, s, s, s) }
+export function hugeTypedFromArrayLike() { return new Float64Array({ length: 4e9 }) }
+export function hugeRaw() { return String.raw({ raw: { length: 4e9 } }) }
 export function smallAllocations() {
   return {
     rep: "ab".repeat(3), pad: "5".padStart(3, "0"), sorted: [3, 1, 2].sort(),
     mapped: [1, 2].map((x) => x * 2), from: Array.from({ length: 3 }, (_, i) => i),
     typed: new Uint8Array(4) instanceof Uint8Array, typedFrom: Array.from(Uint8Array.from([1, 2])),
+    typedCopies: [Array.from(new Int16Array({ length: 2, 0: 7 })), new Uint8Array(new ArrayBuffer(8)).length, String.raw({ raw: ["a", "b"] }, 1)],
     buf: new ArrayBuffer(8).byteLength, joined: [1, 2].join("-"), str: String([1, [2, 3]]),
     rangeError: (() => { try { "x".repeat(-1) } catch (e) { return e instanceof RangeError } })(),
     applied: Math.max.apply(null, [1, 3, 2]) + Reflect.apply(Math.min, null, [4, 5]), built: Reflect.construct(Date, [0]).getTime(),
@@ -148,7 +151,7 @@ func TestHeapGuard(t *testing.T) {
 		"hugeString", "stringDoubling", "hugeBuffer",
 		"hog", "hugePad", "hugeSparse", "hugeJoin", "hugeFrom", "hugeConcat",
 		"hugeApply", "hugeReflectApply", "hugeFromCharCode", "hugeAssign", "hugeKeys", "hugeJoinSeparator", "hugeFlat",
-		"hugeReplaceAll", "hugeStringConcat",
+		"hugeReplaceAll", "hugeStringConcat", "hugeTypedFromArrayLike", "hugeRaw",
 	} {
 		if raceDetector && i >= 3 {
 			// Under the race detector each 64 MiB bomb takes most of a
@@ -176,7 +179,7 @@ func TestHeapGuard(t *testing.T) {
 func TestAllocationGuardsKeepBuiltinsWorking(t *testing.T) {
 	p := newTestPool(t, "access.js", runawayModule, Options{})
 	got := mustJSON(t, p, "smallAllocations")
-	want := `{"rep":"ababab","pad":"005","sorted":[1,2,3],"mapped":[2,4],"from":[0,1,2],"typed":true,"typedFrom":[1,2],` +
+	want := `{"rep":"ababab","pad":"005","sorted":[1,2,3],"mapped":[2,4],"from":[0,1,2],"typed":true,"typedFrom":[1,2],"typedCopies":[[7,0],8,"a1b"],` +
 		`"buf":8,"joined":"1-2","str":"1,2,3","rangeError":true,"applied":7,"built":0,"assigned":{"0":"a","1":"b","c":1},` +
 		`"listed":[["0","1"],[7],[["k",1]]],"flattened":[1,[2],3],"replaced":"ab-aby","strings":"ab1","name":"repeat/1","enumerable":0}`
 	if got != want {
