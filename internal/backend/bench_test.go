@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
+
+	"github.com/dop251/goja"
 
 	"github.com/handoff-run/handoff/examples"
 	"github.com/handoff-run/handoff/internal/appcode"
 	"github.com/handoff-run/handoff/internal/backend"
+	"github.com/handoff-run/handoff/internal/jsvm"
 )
 
 // BenchmarkOnChange measures the per-event overhead of running onChange:
@@ -127,5 +131,74 @@ func BenchmarkHandlerPieces(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkJobsJavaScriptFloor runs the JavaScript of one job of
+// examples/jobs on a bare goja runtime, with none of handoff around it:
+// the three access.js checks (create, claim, finish) and onChange, whose
+// ctx.db.put returns a settled promise at once. Documents are made by
+// object literals, the cheapest way goja builds them. What it reports is
+// what the example's own code costs on this engine, whatever the platform
+// does: BenchmarkJobsOnChange and BenchmarkAccessEvaluations minus this
+// is what handoff adds (docs/benchmarks.md, "What the engine costs").
+//
+//	go test -run '^$' -bench JobsJavaScriptFloor -benchmem ./internal/backend
+func BenchmarkJobsJavaScriptFloor(b *testing.B) {
+	vm := goja.New()
+	for _, file := range []string{"access.js", "backend.js"} {
+		src, err := examples.Jobs.ReadFile("jobs/" + file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p, err := jsvm.Compile(file, string(src))
+		if err != nil {
+			b.Fatal(err)
+		}
+		wrapper, err := vm.RunString(p.Code())
+		if err != nil {
+			b.Fatal(err)
+		}
+		exports, module := vm.NewObject(), vm.NewObject()
+		_ = module.Set("exports", exports)
+		run, _ := goja.AssertFunction(wrapper)
+		if _, err := run(goja.Undefined(), exports, goja.Undefined(), module); err != nil {
+			b.Fatal(err)
+		}
+		if err := vm.Set(strings.TrimSuffix(file, ".js"), module.Get("exports")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	job, err := vm.RunString(`(() => {
+		const actx = (handler) => ({ requireBackend(h) { if (h !== handler) throw { forbidden: "not " + h } } });
+		const user = () => ({ id: "alice", userHandle: "alice", roles: [], isOwner: true });
+		const fresh = () => ({ _id: "job-1", kind: "job", status: "pending", input: "resize cat.png to 200 px", attempts: 0 });
+		const ctx = {
+			db: { put: (doc) => Promise.resolve({ id: doc._id, rev: "2-b" }) },
+			log() {},
+		};
+		return async () => {
+			access.jobs(fresh(), null, user(), actx(""));
+			const stored = { ...fresh(), _rev: "1-a" };
+			await backend.onChange({ dbName: "jobs", docId: "job-1", doc: stored, oldDoc: null, seq: 1, deleted: false, attempt: 1 }, ctx);
+			const claimed = { ...fresh(), status: "running", attempts: 1, claimId: "c-1", leaseUntil: Date.now() + 30000 };
+			access.jobs(claimed, stored, user(), actx("onChange"));
+			access.jobs({ ...claimed, status: "done", output: { words: 5 } }, claimed, user(), actx("onChange"));
+		};
+	})()`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	one, _ := goja.AssertFunction(job)
+	for b.Loop() {
+		// A top-level call runs the promise jobs it queued before it
+		// returns, so the whole async chain ends within it.
+		p, err := one(goja.Undefined())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st := p.Export().(*goja.Promise); st.State() != goja.PromiseStateFulfilled {
+			b.Fatalf("the job ended %v: %v", st.State(), st.Result())
+		}
 	}
 }
