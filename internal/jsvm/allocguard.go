@@ -3,7 +3,6 @@ package jsvm
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/dop251/goja"
@@ -78,8 +77,6 @@ func installAllocGuards(vm *VM) error {
 			size = func(c goja.FunctionCall) float64 {
 				return g.length(c.This) * (slotBytes + 2*g.strLen(c.Argument(0)))
 			}
-		case "flat", "flatMap":
-			size = func(c goja.FunctionCall) float64 { return g.flatLength(c.This) * slotBytes }
 		case "concat":
 			size = func(c goja.FunctionCall) float64 {
 				n := g.length(c.This)
@@ -266,6 +263,14 @@ func (g *allocGuard) installMore(rt *goja.Runtime, strProto, arrProto *goja.Obje
 	// A property made from each character or element costs far more than
 	// the slot: name, value and the map entry.
 	const propBytes = 64
+	bigInt := rt.Get("BigInt").ToObject(rt)
+	bigBits := func(c goja.FunctionCall) float64 { return 3 * c.Argument(0).ToFloat() / 8 }
+	// %TypedArray%.prototype: join and toLocaleString walk every element
+	// natively, and toString calls join.
+	typedProto := rt.Get("Uint8Array").ToObject(rt).Get("prototype").ToObject(rt).Prototype()
+	joinSize := func(c goja.FunctionCall) float64 {
+		return g.length(c.This) * (slotBytes + 2*g.strLen(c.Argument(0)))
+	}
 	guards := []struct {
 		obj  *goja.Object
 		name string
@@ -298,6 +303,16 @@ func (g *allocGuard) installMore(rt *goja.Runtime, strProto, arrProto *goja.Obje
 			}
 			return g.length(tpl.Get("raw")) * slotBytes
 		}},
+		{object, "getOwnPropertyNames", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
+		// A descriptor is an object of four properties.
+		{object, "getOwnPropertyDescriptors", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * 4 * propBytes }},
+		{reflect, "ownKeys", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
+		// 2**bits is made first, whatever the value: bits of 2**53-1 made
+		// goja ask for a slice too long to exist, which kills the process.
+		{bigInt, "asIntN", bigBits},
+		{bigInt, "asUintN", bigBits},
+		{typedProto, "join", joinSize},
+		{typedProto, "toLocaleString", joinSize},
 		{object, "keys", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
 		{object, "values", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
 		{object, "entries", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
@@ -319,30 +334,10 @@ func (g *allocGuard) elements(v goja.Value) float64 {
 	return g.length(v)
 }
 
-// flatLength is how many elements flat() makes of one level of arr: the
-// elements of its array elements, and 1 for any other. Past maxFlatScan
-// elements it stops looking and assumes the array has no array elements
-// past those it saw, which the watchdog covers.
-func (g *allocGuard) flatLength(arr goja.Value) float64 {
-	const maxFlatScan = 1 << 16
-	obj, ok := arr.(*goja.Object)
-	if !ok {
-		return 0
-	}
-	n := g.length(obj)
-	total := n
-	for i := 0; i < int(min(n, maxFlatScan)); i++ {
-		if el, ok := obj.Get(strconv.Itoa(i)).(*goja.Object); ok && el.ClassName() == "Array" {
-			total += g.length(el)
-		}
-	}
-	return total
-}
-
 // replaced bounds the length of a string replace's result when the pattern
 // is a string: each occurrence (every one for replaceAll) becomes the
-// replacement, whose $& can repeat the pattern. A regex pattern is left to
-// the watchdog.
+// replacement, whose $& can repeat the pattern and $` and $' the whole
+// string. A regex pattern is counted as it runs (guardRegex).
 func (g *allocGuard) replaced(c goja.FunctionCall, all bool) float64 {
 	pat := c.Argument(0)
 	if !goja.IsString(pat) || !goja.IsString(c.Argument(1)) || !goja.IsString(c.This) {
@@ -353,6 +348,25 @@ func (g *allocGuard) replaced(c goja.FunctionCall, all bool) float64 {
 	if !all {
 		n = min(n, 1)
 	}
-	grow := float64(len(r)) * float64(max(len(p), 1))
+	// $` and $' insert everything before or after the match.
+	grow := float64(len(r))*float64(max(len(p), 1)) + float64(strings.Count(r, "$`")+strings.Count(r, "$'"))*float64(len(s))
 	return 2 * (float64(len(s)) + float64(n)*grow)
+}
+
+// regexReplaced bounds the length of a regex replace's result when the
+// replacement is a string, as replaced does for string patterns: each
+// match (one, unless re is global; then at most one per position) becomes
+// the replacement, in which $& inserts the match and $` and $' everything
+// before or after it. "a".repeat(1e5).replace(/a/g, "$'") asked for five
+// billion characters in one native call.
+func (g *allocGuard) regexReplaced(re, str goja.Value, repl string) float64 {
+	n := g.strLen(str)
+	matches := 1.0
+	if obj, ok := re.(*goja.Object); ok && obj.Get("global").ToBoolean() {
+		matches = n + 1
+	}
+	// Matches do not overlap: all the $& of one replacement add up to n.
+	amps := float64(strings.Count(repl, "$&"))
+	tails := float64(strings.Count(repl, "$`") + strings.Count(repl, "$'"))
+	return 2 * (n + matches*float64(len(repl)) + amps*n + matches*tails*n)
 }

@@ -62,27 +62,33 @@ func installNativeGuards(vm *VM) error {
 			return err
 		}
 	}
-	return vm.guardArrayIterator()
+	if err := vm.guardFlat(arr); err != nil {
+		return err
+	}
+	if err := vm.guardProxy(); err != nil {
+		return err
+	}
+	// Array, string and regex-match iterators: a 4e9-long sparse array,
+	// a 30-million-character string or its matches are cheap to make,
+	// and spreading one walks its iterator in one native call.
+	for _, src := range []string{"[][Symbol.iterator]()", `""[Symbol.iterator]()`, `/a/g[Symbol.matchAll]("")`} {
+		if err := vm.guardIterator(src); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// guardArrayIterator makes each step of an array's iterator look at the
-// stop flag. Spreading an array ([...a], f(...a)) and building a Set, a
-// Map, a typed array, a promise list or an object from one walk the
+// guardIterator makes each step of the iterator that src makes look at
+// the stop flag. Spreading an array ([...a], f(...a)) and building a Set,
+// a Map, a typed array, a promise list or an object from one walk the
 // iterator inside a single native call, out of reach of Interrupt, and
 // an array's length costs nothing to set: on `a.length = 4e9` each of
 // those ran for minutes past its deadline, holding its slot, or grew the
 // heap until the process died.
-func (vm *VM) guardArrayIterator() error {
+func (vm *VM) guardIterator(src string) error {
 	rt := vm.Runtime
-	it, ok := rt.NewArray().Get("values").(*goja.Object)
-	if !ok {
-		return nil
-	}
-	values, ok := goja.AssertFunction(it)
-	if !ok {
-		return nil
-	}
-	iter, err := values(rt.NewArray())
+	iter, err := rt.RunString(src)
 	if err != nil {
 		return err
 	}
@@ -101,7 +107,7 @@ func (vm *VM) guardArrayIterator() error {
 		return v
 	}).(*goja.Object)
 	copyIdentity(orig.(*goja.Object), wrapped)
-	return proto.DefineDataProperty("next", wrapped, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
+	return proto.DefineDataProperty("next", wrapped, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
 }
 
 // guardRegex wraps proto[name] (or proto[sym]) so that an operation that
@@ -124,6 +130,9 @@ func (vm *VM) guardRegex(proto *goja.Object, name string, sym *goja.Symbol) erro
 		var inJS time.Duration
 		args := c.Arguments
 		if sym == goja.SymReplace && len(args) > 1 {
+			if g := vm.heapGuard(); g != nil && goja.IsString(args[1]) && g.over(g.regexReplaced(c.This, args[0], args[1].String())) {
+				return goja.Undefined()
+			}
 			if replacer, ok := goja.AssertFunction(args[1]); ok {
 				args = append([]goja.Value(nil), args...)
 				args[1] = vm.ToValue(func(rc goja.FunctionCall) goja.Value {
@@ -165,6 +174,9 @@ func (vm *VM) guardJoin(proto *goja.Object, name string) error {
 		return nil
 	}
 	wrapped := vm.ToValue(func(c goja.FunctionCall) goja.Value {
+		// Arrays that share their elements nest cheaply: three levels of
+		// a thousand make a billion joins, each in a native call.
+		vm.checkStop()
 		if vm.joinDepth >= maxJoinDepth {
 			vm.throw(vm.builtins.rangeError, "Array.prototype."+name+": arrays nested deeper than "+strconv.Itoa(maxJoinDepth)+" levels")
 		}
@@ -186,4 +198,13 @@ func copyIdentity(orig, fn *goja.Object) {
 	for _, key := range []string{"name", "length"} {
 		_ = fn.DefineDataProperty(key, orig.Get(key), goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE)
 	}
+}
+
+// heapGuard is the allocation guard of vm, or nil when the heap limit is
+// off.
+func (vm *VM) heapGuard() *allocGuard {
+	if vm.opts.HeapLimit <= 0 {
+		return nil
+	}
+	return &allocGuard{vm: vm, limit: float64(vm.opts.HeapLimit)}
 }

@@ -78,12 +78,14 @@ func TestArrayIteratorStops(t *testing.T) {
 		"promiseAll":  `Promise.all(a)`,
 		"typedArray":  `new Uint8Array(a)`,
 		"charCodes":   `String.fromCharCode(...a)`,
+		"string":      `[..."x".repeat(3e7)]`,
+		"matches":     `[..."x".repeat(1e6).matchAll(/x/g)]`,
 	}
 	var src strings.Builder
 	for name, walk := range walks {
 		src.WriteString("export function " + name + "() { const a = [1]; a.length = 4e9; " + walk + " }\n")
 	}
-	src.WriteString("export function ordinary() { const a = [3, 1, 2]; return [[...a], Math.max(...a), [...new Set(a)], Array.from(a.entries()).length, a.values().next.name] }\n")
+	src.WriteString("export function ordinary() { const a = [3, 1, 2]; return [[...a], Math.max(...a), [...new Set(a)], Array.from(a.entries()).length, a.values().next.name, Object.keys(Object.getPrototypeOf(a.values())), Object.getOwnPropertyDescriptor(Object.getPrototypeOf(a.values()), `next`).configurable] }\n")
 	p := newTestPool(t, "backend.js", src.String(), Options{Size: 1, HeapLimit: 64 << 20})
 	for name := range walks {
 		start := time.Now()
@@ -91,9 +93,41 @@ func TestArrayIteratorStops(t *testing.T) {
 		var le *LimitError
 		if !errors.Is(err, ErrDeadline) && !errors.As(err, &le) {
 			t.Errorf("%s: got %v after %v, want the deadline or the heap limit", name, err, time.Since(start))
+		} else if d := time.Since(start); d > 15*time.Second {
+			t.Errorf("%s: stopped only after %v", name, d)
 		}
 	}
-	if got, want := mustJSON(t, p, "ordinary"), `[[3,1,2],3,[3,1,2],3,"next"]`; got != want {
+	if got, want := mustJSON(t, p, "ordinary"), `[[3,1,2],3,[3,1,2],3,"next",[],true]`; got != want {
 		t.Errorf("ordinary: got %s want %s", got, want)
+	}
+}
+
+// crashModule holds one-liners that made goja panic outside any JS
+// exception (a nil pointer, the Go stack), which ends the process.
+const crashModule = `
+export function proxyHole() { try { return Reflect.ownKeys(new Proxy({}, { ownKeys: () => [, "a"] })) } catch (e) { return e.name } }
+export function revocableHole() { try { return Object.keys(Proxy.revocable({}, { ownKeys: () => ({ length: 1 }) }).proxy) } catch (e) { return e.name } }
+export function flatCycle() { const a = []; a[0] = a; try { return a.flat(Infinity) } catch (e) { return e.message } }
+export function flatProxyCycle() { const a = []; a[0] = new Proxy(a, {}); try { return a.flat(Infinity) } catch (e) { return e.message } }
+export function ordinary() {
+  const h = { n: 0, ownKeys(t) { this.n++; return Reflect.ownKeys(t) } }
+  const p = new Proxy({ a: 1, b: 2 }, h)
+  const r = Proxy.revocable({ c: 3 }, {})
+  const deep = []; let d = deep; for (let i = 0; i < 50; i++) { d[0] = [i]; d = d[0] }
+  return [Object.keys(p), { ...p }, h.n, Object.keys(r.proxy), new Proxy({}, {}) instanceof Object,
+    [[1, [2, [3]]]].flat(Infinity), [1, [2, [3]]].flat(), [1, 2].flatMap((x) => [x, [x]]), deep.flat(Infinity).length]
+}
+`
+
+func TestNativeCrashesBecomeErrors(t *testing.T) {
+	p := newTestPool(t, "access.js", crashModule, Options{Size: 1})
+	nested := `"Array.prototype.flat: arrays nested deeper than 1000 levels"`
+	for export, want := range map[string]string{
+		"proxyHole": `"TypeError"`, "revocableHole": `"TypeError"`, "flatCycle": nested, "flatProxyCycle": nested,
+		"ordinary": `[["a","b"],{"a":1,"b":2},2,["c"],true,[1,2,3],[1,2,[3]],[1,[1],2,[2]],1]`,
+	} {
+		if got := mustJSON(t, p, export); got != want {
+			t.Errorf("%s: got %s want %s", export, got, want)
+		}
 	}
 }

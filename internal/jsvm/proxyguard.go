@@ -1,0 +1,108 @@
+package jsvm
+
+import (
+	"strconv"
+
+	"github.com/dop251/goja"
+)
+
+// guardProxy checks what a Proxy's ownKeys trap returns before goja reads
+// it. goja reads a hole in the list as a nil value and crashes on it (a
+// nil pointer, which kills the process: `ownKeys: () => [,]`), and walks
+// the list's claimed length natively, so {length: 4e9} ran for minutes.
+// The trap's result is copied into a dense array here, holes becoming
+// undefined, which goja then rejects with the spec's TypeError. The
+// handler the proxy gets inherits from the script's, so every other trap
+// and later changes to the handler still take effect.
+func (vm *VM) guardProxy() error {
+	rt := vm.Runtime
+	target, ok := rt.Get("Proxy").(*goja.Object)
+	if !ok {
+		return nil
+	}
+	ctor, ok := goja.AssertConstructor(target)
+	if !ok {
+		return nil
+	}
+	g := vm.heapGuard()
+	keyList := func(v goja.Value) goja.Value {
+		obj, ok := v.(*goja.Object)
+		if !ok {
+			return v // goja throws the TypeError
+		}
+		n := lengthOf(obj)
+		if g != nil && g.over(n*64) {
+			return rt.NewArray()
+		}
+		keys := make([]any, 0, int(min(n, 1<<16)))
+		for i := 0; float64(i) < n; i++ {
+			if i%4096 == 4095 {
+				vm.checkStop()
+			}
+			k := obj.Get(strconv.Itoa(i))
+			if k == nil {
+				k = goja.Undefined()
+			}
+			keys = append(keys, k)
+		}
+		return rt.NewArray(keys...)
+	}
+	handlerFor := func(v goja.Value) goja.Value {
+		user, ok := v.(*goja.Object)
+		if !ok {
+			return v
+		}
+		h := rt.NewObject()
+		if err := h.SetPrototype(user); err != nil {
+			panic(err)
+		}
+		getter := rt.ToValue(func(goja.FunctionCall) goja.Value {
+			trap := user.Get("ownKeys")
+			fn, ok := goja.AssertFunction(trap)
+			if !ok {
+				return trap
+			}
+			return rt.ToValue(func(c goja.FunctionCall) goja.Value {
+				v, err := fn(user, c.Arguments...)
+				if err != nil {
+					panic(err)
+				}
+				return keyList(v)
+			})
+		})
+		if err := h.DefineAccessorProperty("ownKeys", getter, nil, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
+			panic(err)
+		}
+		return h
+	}
+	proxy := rt.NewProxy(target, &goja.ProxyTrapConfig{
+		Construct: func(_ *goja.Object, args []goja.Value, newTarget *goja.Object) *goja.Object {
+			if len(args) > 1 {
+				args = append([]goja.Value{args[0], handlerFor(args[1])}, args[2:]...)
+			}
+			obj, err := ctor(newTarget, args...)
+			if err != nil {
+				panic(err)
+			}
+			return obj
+		},
+	})
+	if revocable, ok := goja.AssertFunction(target.Get("revocable")); ok {
+		fn := vm.ToValue(func(c goja.FunctionCall) goja.Value {
+			args := c.Arguments
+			if len(args) > 1 {
+				args = append([]goja.Value{args[0], handlerFor(args[1])}, args[2:]...)
+			}
+			v, err := revocable(c.This, args...)
+			if err != nil {
+				panic(err)
+			}
+			return v
+		}).(*goja.Object)
+		copyIdentity(target.Get("revocable").(*goja.Object), fn)
+		if err := target.DefineDataProperty("revocable", fn, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
+			return err
+		}
+	}
+	return rt.Set("Proxy", proxy)
+}
