@@ -3,12 +3,16 @@ package access
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dop251/goja"
 
 	"github.com/handoff-run/handoff/internal/jsvm"
 )
+
+// maxNames bounds the list a ctx check takes.
+const maxNames = 10_000
 
 // ctxGlobal names the frozen ctx object made once per runtime. It is a
 // global only so Check can find it; its functions read Go-side state, so
@@ -28,16 +32,21 @@ func (f *Func) setup(vm *jsvm.VM) error {
 	}
 	names := func(call goja.FunctionCall, what string) []string {
 		arg := call.Argument(0)
-		var out []string
-		switch x := jsvm.Export(arg).(type) {
-		case string:
-			out = []string{x}
-		case []any:
-			for _, v := range x {
-				out = append(out, fmt.Sprint(v))
-			}
-		default:
+		if goja.IsString(arg) {
+			return []string{arg.String()}
+		}
+		list, ok := arg.(*goja.Object)
+		if !ok || list.ClassName() != "Array" {
 			panic(vm.NewTypeError("%s takes a %s name or an array of them", what, what))
+		}
+		// Read in place, within a bound: the length is free to set.
+		n := list.Get("length").ToInteger()
+		if n > maxNames {
+			panic(vm.NewTypeError("%s takes at most %d %s names, not %d", what, maxNames, what, n))
+		}
+		out := make([]string, 0, n)
+		for i := range n {
+			out = append(out, list.Get(strconv.FormatInt(i, 10)).String())
 		}
 		return out
 	}

@@ -80,36 +80,32 @@ func stringList(v goja.Value, what string) ([]string, error) {
 	if goja.IsString(v) {
 		return []string{v.String()}, nil
 	}
-	if obj, ok := v.(*goja.Object); ok && obj.ClassName() == "Array" {
-		// Read the items in place: Export would copy the array and keep
-		// a map of what it copied, a third of a decision's allocations.
-		// The length is the function's to choose: grow as items are read.
-		n := obj.Get("length").ToInteger()
-		out := make([]string, 0, min(n, 16))
-		for i := range n {
-			e := obj.Get(strconv.FormatInt(i, 10))
-			if !goja.IsString(e) {
-				return nil, badReturn(fmt.Sprintf("%s[%d] is not a string", what, i))
-			}
-			out = append(out, e.String())
-		}
-		return out, nil
+	obj, ok := v.(*goja.Object)
+	if !ok {
+		return nil, badReturn(what + " is neither a string nor an array of strings")
 	}
-	switch x := v.Export().(type) {
-	case string:
-		return []string{x}, nil
-	case []any:
-		out := make([]string, len(x))
-		for i, e := range x {
-			s, ok := e.(string)
-			if !ok {
-				return nil, badReturn(fmt.Sprintf("%s[%d] is not a string", what, i))
-			}
-			out[i] = s
-		}
-		return out, nil
+	switch obj.ClassName() {
+	case "String": // new String("a"), as goja's export reads it
+		return []string{obj.String()}, nil
+	case "Array", "Arguments":
+	default:
+		// Nothing else is exported to look at: an export copies every
+		// value inside, and a sparse array there asks for gigabytes.
+		return nil, badReturn(what + " is neither a string nor an array of strings")
 	}
-	return nil, badReturn(what + " is neither a string nor an array of strings")
+	// Read the items in place: Export would copy the array and keep a map
+	// of what it copied, a third of a decision's allocations. The length
+	// is the function's to choose: grow as items are read.
+	n := obj.Get("length").ToInteger()
+	out := make([]string, 0, min(n, 16))
+	for i := range n {
+		e := obj.Get(strconv.FormatInt(i, 10))
+		if !goja.IsString(e) {
+			return nil, badReturn(fmt.Sprintf("%s[%d] is not a string", what, i))
+		}
+		out = append(out, e.String())
+	}
+	return out, nil
 }
 
 // listMap reads {key: "a" | ["a", ...]}.

@@ -26,6 +26,10 @@ export function number() { return { channels: ["a", 7] } }
 export function boxed() { return { channels: [new String("a")] } }
 export function arrayLike() { return { channels: { 0: "a", length: 1 } } }
 export function huge() { const l = []; l.length = 4e9; return { channels: l } }
+export function hugeInside() { const l = []; l.length = 4e9; return { channels: { a: l } } }
+export function hugeGrant() { const l = []; l.length = 4e9; return { grant: { users: { bob: { x: l } } } } }
+export function args() { return { channels: (function () { return arguments })("a", "b") } }
+export function wrapped() { return { channels: new String("w") } }
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -34,10 +38,12 @@ export function huge() { const l = []; l.length = 4e9; return { channels: l } }
 		return fn.Check(context.Background(), appcode.AccessInput{DB: db, Doc: []byte(`{}`), Timeout: appcode.DefaultAccessTimeout})
 	}
 	for db, want := range map[string][]string{
-		"one":   {"a"},
-		"many":  {"a", "b"},
-		"empty": {},
-		"grown": {"x", "y", "z"},
+		"one":     {"a"},
+		"many":    {"a", "b"},
+		"empty":   {},
+		"grown":   {"x", "y", "z"},
+		"args":    {"a", "b"},
+		"wrapped": {"w"},
 	} {
 		dec, err := check(db)
 		if err != nil || !slices.Equal(dec.Channels, want) {
@@ -56,11 +62,13 @@ export function huge() { const l = []; l.length = 4e9; return { channels: l } }
 		t.Errorf("grants %q, want %q", got, want)
 	}
 	for db, what := range map[string]string{
-		"hole":      "channels[1] is not a string",
-		"number":    "channels[1] is not a string",
-		"boxed":     "channels[0] is not a string",
-		"arrayLike": "neither a string nor an array",
-		"huge":      "channels[0] is not a string",
+		"hole":       "channels[1] is not a string",
+		"number":     "channels[1] is not a string",
+		"boxed":      "channels[0] is not a string",
+		"arrayLike":  "neither a string nor an array",
+		"huge":       "channels[0] is not a string",
+		"hugeInside": "channels is neither",
+		"hugeGrant":  "grant.users.bob is neither",
 	} {
 		_, err := check(db)
 		if !errs.Is(err, errs.AccessError) || !strings.Contains(err.Error(), what) {
@@ -80,6 +88,11 @@ const huge = () => { const a = []; a.length = 4e9; return a };
 export function thrown() { throw huge() }
 export function forbidden() { throw { forbidden: "no", list: huge() } }
 export function require(doc, was, user, ctx) { ctx.requireBackend(huge()) }
+export function goError() {
+  let P; try { (0, require)("x") } catch (e) { P = Object.getPrototypeOf(e) }
+  throw Object.setPrototypeOf({ value: huge() }, P)
+}
+export function revoked() { const { proxy, revoke } = Proxy.revocable({}, {}); revoke(); throw proxy }
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +103,9 @@ export function require(doc, was, user, ctx) { ctx.requireBackend(huge()) }
 	}{
 		"thrown":    {errs.AccessError, "[null,null"},
 		"forbidden": {errs.Forbidden, "no"},
-		"require":   {errs.Forbidden, "only the backend"},
+		"require":   {errs.AccessError, "at most 10000 handler names"},
+		"goError":   {errs.AccessError, "access.js"},
+		"revoked":   {errs.AccessError, "revoked"},
 	} {
 		_, err := fn.Check(context.Background(), appcode.AccessInput{DB: db, Doc: []byte(`{}`), Timeout: appcode.DefaultAccessTimeout})
 		if !errs.Is(err, c.code) || !strings.Contains(err.Error(), c.what) {

@@ -35,3 +35,21 @@ export async function onChange(event, ctx) { ` + c.body + ` }`)
 		})
 	}
 }
+
+// TestTooManyHeaders: a response's headers are counted before they are
+// read, so a long list fails with its count rather than a wrong shape.
+func TestTooManyHeaders(t *testing.T) {
+	t.Parallel()
+	b := newEnv(t).compile(`
+export async function fetch(request) {
+  const n = request.path === "/many" ? 1001 : 900;
+  return new Response("x", { headers: Array.from({ length: n }, (_, i) => ["x-h" + i, "v"]) });
+}`)
+	if r, err := serve(t, b, newFake(), "GET", "/apps/alice/jobs/api/some", nil, ""); err != nil || len(r.Header) < 900 {
+		t.Fatalf("900 headers: %d headers, %v", len(r.Header), err)
+	}
+	_, err := serve(t, b, newFake(), "GET", "/apps/alice/jobs/api/many", nil, "")
+	if err == nil || !strings.Contains(err.Error(), "headers; send at most 1000") {
+		t.Fatalf("1001 headers: %v", err)
+	}
+}

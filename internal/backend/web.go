@@ -188,10 +188,19 @@ func (rt *runtime) hostUUID(goja.FunctionCall) goja.Value {
 	return rt.vm.ToValue(fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]))
 }
 
+// maxHeaders bounds the headers of one request or response, well within
+// what jsvm.Export reads of a list.
+const maxHeaders = 1000
+
 // pairs reads an array of [name, value] string pairs.
 func pairs(v goja.Value) ([][2]string, error) {
 	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
 		return nil, nil
+	}
+	if obj, ok := v.(*goja.Object); ok && obj.ClassName() == "Array" {
+		if n := obj.Get("length").ToInteger(); n > maxHeaders {
+			return nil, fmt.Errorf("%d headers; send at most %d", n, maxHeaders)
+		}
 	}
 	list, ok := jsvm.Export(v).([]any)
 	if !ok {

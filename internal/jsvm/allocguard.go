@@ -3,6 +3,7 @@ package jsvm
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/dop251/goja"
@@ -75,7 +76,7 @@ func installAllocGuards(vm *VM) error {
 		case "join":
 			// Every element but the last is followed by the separator.
 			size = func(c goja.FunctionCall) float64 {
-				return g.length(c.This) * (slotBytes + 2*g.strLen(c.Argument(0)))
+				return g.length(c.This)*(slotBytes+2*g.strLen(c.Argument(0))) + 2*g.text(c.This)
 			}
 		case "concat":
 			size = func(c goja.FunctionCall) float64 {
@@ -173,11 +174,21 @@ func (g *allocGuard) wrapConstructor(name string, unit float64) error {
 				// A length, or an array-like to copy: {length: 4e9}
 				// costs nothing to make. A buffer has no length, and
 				// its view allocates nothing.
-				n := args[0].ToFloat
-				if _, isObj := args[0].(*goja.Object); isObj {
-					n = func() float64 { return g.length(args[0]) }
+				var n float64
+				switch _, isObj := args[0].(*goja.Object); {
+				case name == "ArrayBuffer":
+					// It takes any argument as a number ([3e10] and
+					// {valueOf} too): convert once, and pass the number
+					// on, so valueOf runs once.
+					num := args[0].ToNumber()
+					args = append([]goja.Value{num}, args[1:]...)
+					n = num.ToFloat()
+				case isObj:
+					n = g.length(args[0])
+				default:
+					n = args[0].ToFloat()
 				}
-				if g.over(n() * unit) {
+				if g.over(n * unit) {
 					return rt.NewObject()
 				}
 			}
@@ -301,7 +312,13 @@ func (g *allocGuard) installMore(rt *goja.Runtime, strProto, arrProto *goja.Obje
 			if !ok {
 				return 0
 			}
-			return g.length(tpl.Get("raw")) * slotBytes
+			raw := tpl.Get("raw")
+			n := g.length(raw)
+			subs := 0.0
+			for _, a := range c.Arguments[1:min(len(c.Arguments), int(max(n, 1)))] {
+				subs += g.strLen(a)
+			}
+			return n*slotBytes + 2*(g.text(raw)+subs)
 		}},
 		{object, "getOwnPropertyNames", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
 		// A descriptor is an object of four properties.
@@ -369,4 +386,24 @@ func (g *allocGuard) regexReplaced(re, str goja.Value, repl string) float64 {
 	amps := float64(strings.Count(repl, "$&"))
 	tails := float64(strings.Count(repl, "$`") + strings.Count(repl, "$'"))
 	return 2 * (n + matches*float64(len(repl)) + amps*n + matches*tails*n)
+}
+
+// maxTextScan bounds how many elements text reads.
+const maxTextScan = 1 << 16
+
+// text adds up the lengths of the strings among the first maxTextScan
+// elements of arr: one string repeated through an array costs little to
+// hold, but a join copies it each time. Past those, the watchdog has it.
+func (g *allocGuard) text(arr goja.Value) float64 {
+	obj, ok := arr.(*goja.Object)
+	if !ok {
+		return 0
+	}
+	total := 0.0
+	for i := range int(min(g.length(obj), maxTextScan)) {
+		if el := obj.Get(strconv.Itoa(i)); el != nil && goja.IsString(el) {
+			total += g.strLen(el)
+		}
+	}
+	return total
 }

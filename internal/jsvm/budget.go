@@ -202,9 +202,32 @@ func (vm *VM) protect(fn func() error) (err error) {
 }
 
 func isUncatchable(err error) bool {
-	var ie *goja.InterruptedError
-	var so *goja.StackOverflowError
-	return errors.As(err, &ie) || errors.As(err, &so)
+	_, ie := findErr[*goja.InterruptedError](err)
+	_, so := findErr[*goja.StackOverflowError](err)
+	return ie || so
+}
+
+// findErr is errors.As that does not look inside a *goja.Exception. Its
+// Unwrap reads the thrown value's "value" and exports it whole when the
+// value claims to be a GoError, which a script can make it do: outside
+// the call's budgets that ran the script's getters, and a sparse array
+// there asked Go for gigabytes.
+func findErr[T error](err error) (T, bool) {
+	for err != nil {
+		if t, ok := err.(T); ok {
+			return t, true
+		}
+		if _, ok := err.(*goja.Exception); ok {
+			break
+		}
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			break
+		}
+		err = u.Unwrap()
+	}
+	var zero T
+	return zero, false
 }
 
 // userError converts exceptions and rejections into *JSError while the
@@ -214,16 +237,16 @@ func (vm *VM) userError(err error, export string) error {
 	if err == nil || isUncatchable(err) {
 		return err
 	}
-	var ex *goja.Exception
-	var rej *rejection
+	ex, isEx := findErr[*goja.Exception](err)
+	rej, isRej := findErr[*rejection](err)
 	switch {
-	case errors.As(err, &ex):
+	case isEx:
 		var je *JSError
 		if perr := vm.protect(func() error { je = vm.exceptionError(ex, export); return nil }); perr != nil {
 			return perr
 		}
 		return je
-	case errors.As(err, &rej):
+	case isRej:
 		var je *JSError
 		if perr := vm.protect(func() error { je = vm.valueError(rej.value, export, true); return nil }); perr != nil {
 			return perr
@@ -253,17 +276,15 @@ func (vm *VM) classify(err error, cause stopCause, ctx context.Context, export s
 	if err == nil {
 		return nil
 	}
-	var so *goja.StackOverflowError
-	if errors.As(err, &so) {
+	if _, so := findErr[*goja.StackOverflowError](err); so {
 		vm.broken = true
 		return stackError(file, export, vm.opts.MaxCallStack)
 	}
-	var ie *goja.InterruptedError
-	if errors.As(err, &ie) {
+	if ie, ok := findErr[*goja.InterruptedError](err); ok {
 		vm.broken = true
 		return fmt.Errorf("%s: %s was interrupted (%v); try again", file, what(export), ie.Value())
 	}
-	if errors.Is(err, errNeverSettles) {
+	if _, isEx := err.(*goja.Exception); !isEx && errors.Is(err, errNeverSettles) {
 		return neverSettlesError(file, export)
 	}
 	return err

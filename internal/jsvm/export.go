@@ -43,11 +43,15 @@ func (e *exporter) value(v goja.Value, depth int) any {
 		}
 		return v.Export() // a primitive: nothing to size
 	}
-	switch obj.ClassName() {
-	case "Date", "RegExp", "Function", "Boolean", "Number", "String", "Symbol", "BigInt":
-		return obj.Export() // no items of their own
-	}
-	if obj.ExportType() == promiseType {
+	walk := obj.ClassName() == "Array" || obj.ClassName() == "Arguments"
+	switch t := obj.ExportType(); {
+	case walk, t == mapType:
+	case t == listType, t == pairsType:
+		// A Set or a Map: goja exports every value in it, unbounded.
+		return nil
+	default:
+		// Dates, typed arrays (no copy), functions, promises, proxies:
+		// nothing inside that an export walks.
 		return obj.Export()
 	}
 	if depth >= maxExportDepth || e.seen[obj] {
@@ -58,7 +62,7 @@ func (e *exporter) value(v goja.Value, depth int) any {
 	}
 	e.seen[obj] = true
 	defer delete(e.seen, obj)
-	if obj.ClassName() == "Array" {
+	if walk {
 		n := obj.Get("length").ToInteger()
 		out := make([]any, 0, min(n, 16))
 		for i := int64(0); i < n && e.budget > 0; i++ {
@@ -67,16 +71,38 @@ func (e *exporter) value(v goja.Value, depth int) any {
 		}
 		return out
 	}
+	// Plain values first, then what nests: a long list beside {forbidden}
+	// must not use up the budget before the reason is read.
 	out := map[string]any{}
+	type member struct {
+		key string
+		obj *goja.Object
+	}
+	var nested []member
 	for _, k := range obj.Keys() {
 		if e.budget <= 0 {
 			break
 		}
 		e.budget--
-		out[k] = e.value(obj.Get(k), depth+1)
+		p := obj.Get(k)
+		if o, isObj := p.(*goja.Object); isObj {
+			nested = append(nested, member{k, o})
+			out[k] = nil
+			continue
+		}
+		out[k] = e.value(p, depth+1)
+	}
+	for _, m := range nested {
+		out[m.key] = e.value(m.obj, depth+1)
 	}
 	return out
 }
+
+var (
+	mapType   = reflect.TypeFor[map[string]any]()
+	listType  = reflect.TypeFor[[]any]()
+	pairsType = reflect.TypeFor[[][2]any]()
+)
 
 var boolType = reflect.TypeFor[bool]()
 

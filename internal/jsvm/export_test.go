@@ -27,7 +27,9 @@ func TestExportIsBounded(t *testing.T) {
 		`["a", ["b", { c: -1 }]]`,
 		`"plain"`, `42`, `undefined`, `null`, `false`,
 		`new Date(0)`, `/re/g`,
-		`[undefined, , 3]`, `Promise.resolve(1)`,
+		`[undefined, , 3]`, `Promise.resolve(1)`, `new Uint8Array([1, 2])`, `new Float64Array(2)`,
+		`new (class P { constructor() { this.x = 1 } })()`, `Object.assign(new Error("e"), { code: "c" })`,
+		`(function () { return arguments })(1, "a")`, `new Proxy({ a: 1 }, {})`,
 	} {
 		v := run("(" + src + ")")
 		if got, want := Export(v), v.Export(); !reflect.DeepEqual(got, want) {
@@ -38,6 +40,15 @@ func TestExportIsBounded(t *testing.T) {
 		t.Errorf("a Date exports as %v", got)
 	}
 
+	for _, src := range []string{`new Set([1])`, `new Map([[1, 2]])`} {
+		if got := Export(run("(" + src + ")")); got != nil {
+			t.Errorf("%s exports as %#v; a Set or Map is not walked", src, got)
+		}
+	}
+	reason := Export(run(`({ list: new Array(20000).fill(0), forbidden: "no", more: { deep: new Array(20000).fill(1) } })`)).(map[string]any)
+	if reason["forbidden"] != "no" || len(reason["list"].([]any)) == 0 {
+		t.Errorf("a reason beside long lists exports as forbidden=%v, list of %d", reason["forbidden"], len(reason["list"].([]any)))
+	}
 	sparse := Export(run(`(() => { const a = ["x"]; a.length = 4e9; return a })()`)).([]any)
 	if len(sparse) != maxExportItems || sparse[0] != "x" || sparse[1] != nil {
 		t.Errorf("a sparse array of length 4e9 exports %d items, starting %v", len(sparse), sparse[:2])

@@ -37,6 +37,11 @@ export function hugeFlat() { return Array(1000).fill(new Array(1e6).fill(0)).fla
 export function hugeReplaceAll() { return "a".repeat(1e6).replaceAll("a", "b".repeat(1e4)) }
 export function hugeStringConcat() { const s = "x".repeat(2 ** 24); return s.concat(s, s, s, s, s, s, s) }
 export function hugeTypedFromArrayLike() { return new Float64Array({ length: 4e9 }) }
+export function hugeBufferOfArray() { return new ArrayBuffer([3e10]) }
+export function hugeBufferOfValue() { return new ArrayBuffer({ valueOf() { return 3e10 } }) }
+export function hugeJoinText() { return new Array(2e4).fill("x".repeat(1e6)).join("") }
+export function hugeRawText() { const s = "x".repeat(1e6); return String.raw({ raw: new Array(2e4).fill(s) }) }
+export function hugeRawSubs() { return String.raw({ raw: new Array(2e4).fill("") }, ...new Array(2e4).fill("x".repeat(1e6))) }
 export function hugeRaw() { return String.raw({ raw: { length: 4e9 } }) }
 export function hugeProxyKeys() { return Reflect.ownKeys(new Proxy({}, { ownKeys: () => ({ length: 4e9 }) })) }
 export function hugeFlatShared() { const a = Array(1000).fill(0), b = Array(1000).fill(a); return Array(1000).fill(b).flat(Infinity) }
@@ -53,7 +58,7 @@ export function smallAllocations() {
     rep: "ab".repeat(3), pad: "5".padStart(3, "0"), sorted: [3, 1, 2].sort(),
     mapped: [1, 2].map((x) => x * 2), from: Array.from({ length: 3 }, (_, i) => i),
     typed: new Uint8Array(4) instanceof Uint8Array, typedFrom: Array.from(Uint8Array.from([1, 2])),
-    typedCopies: [Array.from(new Int16Array({ length: 2, 0: 7 })), new Uint8Array(new ArrayBuffer(8)).length, String.raw({ raw: ["a", "b"] }, 1)],
+    typedCopies: [Array.from(new Int16Array({ length: 2, 0: 7 })), new Uint8Array(new ArrayBuffer(8)).length + new ArrayBuffer([4]).byteLength + new ArrayBuffer({ valueOf() { return 2 } }).byteLength, String.raw({ raw: ["a", "b"] }, 1)],
     buf: new ArrayBuffer(8).byteLength, joined: [1, 2].join("-"), str: String([1, [2, 3]]),
     rangeError: (() => { try { "x".repeat(-1) } catch (e) { return e instanceof RangeError } })(),
     applied: Math.max.apply(null, [1, 3, 2]) + Reflect.apply(Math.min, null, [4, 5]), built: Reflect.construct(Date, [0]).getTime(),
@@ -164,7 +169,7 @@ func TestHeapGuard(t *testing.T) {
 		"hugeString", "stringDoubling", "hugeBuffer",
 		"hog", "hugePad", "hugeSparse", "hugeJoin", "hugeFrom", "hugeConcat",
 		"hugeApply", "hugeReflectApply", "hugeFromCharCode", "hugeAssign", "hugeKeys", "hugeJoinSeparator", "hugeFlat",
-		"hugeReplaceAll", "hugeStringConcat", "hugeTypedFromArrayLike", "hugeRaw",
+		"hugeReplaceAll", "hugeStringConcat", "hugeTypedFromArrayLike", "hugeBufferOfArray", "hugeBufferOfValue", "hugeRaw", "hugeJoinText", "hugeRawText", "hugeRawSubs",
 		"hugeProxyKeys", "hugeFlatShared", "hugeFlatMap", "hugeJoinShared", "hugeReplaceTail", "hugeReplaceAllTail",
 		"hugeDescriptors", "hugeOwnKeys", "hugeTypedJoin", "hugeAsUintN",
 	} {
@@ -199,7 +204,7 @@ func TestHeapGuard(t *testing.T) {
 func TestAllocationGuardsKeepBuiltinsWorking(t *testing.T) {
 	p := newTestPool(t, "access.js", runawayModule, Options{})
 	got := mustJSON(t, p, "smallAllocations")
-	want := `{"rep":"ababab","pad":"005","sorted":[1,2,3],"mapped":[2,4],"from":[0,1,2],"typed":true,"typedFrom":[1,2],"typedCopies":[[7,0],8,"a1b"],` +
+	want := `{"rep":"ababab","pad":"005","sorted":[1,2,3],"mapped":[2,4],"from":[0,1,2],"typed":true,"typedFrom":[1,2],"typedCopies":[[7,0],14,"a1b"],` +
 		`"buf":8,"joined":"1-2","str":"1,2,3","rangeError":true,"applied":7,"built":0,"assigned":{"0":"a","1":"b","c":1},` +
 		`"listed":[["0","1"],[7],[["k",1]]],"flattened":[1,[2],3],"replaced":"ab-aby","strings":"ab1","name":"repeat/1","enumerable":0,` +
 		`"more":[["0","1","length"],["0","length"],2,"1-2","3,4","5","1-1","acac","a[c]c"]}`
