@@ -320,10 +320,10 @@ func (g *allocGuard) installMore(rt *goja.Runtime, strProto, arrProto *goja.Obje
 			}
 			return n*slotBytes + 2*(g.text(raw)+subs)
 		}},
-		{object, "getOwnPropertyNames", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
+		{object, "getOwnPropertyNames", func(c goja.FunctionCall) float64 { return g.ownKeys(c.Argument(0)) * propBytes }},
 		// A descriptor is an object of four properties.
-		{object, "getOwnPropertyDescriptors", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * 4 * propBytes }},
-		{reflect, "ownKeys", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
+		{object, "getOwnPropertyDescriptors", func(c goja.FunctionCall) float64 { return g.ownKeys(c.Argument(0)) * 4 * propBytes }},
+		{reflect, "ownKeys", func(c goja.FunctionCall) float64 { return g.ownKeys(c.Argument(0)) * propBytes }},
 		// 2**bits is made first, whatever the value: bits of 2**53-1 made
 		// goja ask for a slice too long to exist, which kills the process.
 		{bigInt, "asIntN", bigBits},
@@ -371,21 +371,23 @@ func (g *allocGuard) replaced(c goja.FunctionCall, all bool) float64 {
 }
 
 // regexReplaced bounds the length of a regex replace's result when the
-// replacement is a string, as replaced does for string patterns: each
-// match (one, unless re is global; then at most one per position) becomes
-// the replacement, in which $& inserts the match and $` and $' everything
-// before or after it. "a".repeat(1e5).replace(/a/g, "$'") asked for five
-// billion characters in one native call.
+// replacement inserts everything before or after each match ($` and $'):
+// "a".repeat(1e5).replace(/a/g, "$'") asked for five billion characters
+// in one native call. Each match (one, unless re is global; then at most
+// one per position) copies up to the whole string per such pattern.
+// Other replacements grow the result by at most the replacement per
+// match, which the watchdog sees in time.
 func (g *allocGuard) regexReplaced(re, str goja.Value, repl string) float64 {
+	tails := float64(strings.Count(repl, "$`") + strings.Count(repl, "$'"))
+	if tails == 0 {
+		return 0
+	}
 	n := g.strLen(str)
 	matches := 1.0
-	if obj, ok := re.(*goja.Object); ok && obj.Get("global").ToBoolean() {
+	if obj, ok := re.(*goja.Object); ok && strings.Contains(obj.Get("flags").String(), "g") {
 		matches = n + 1
 	}
-	// Matches do not overlap: all the $& of one replacement add up to n.
-	amps := float64(strings.Count(repl, "$&"))
-	tails := float64(strings.Count(repl, "$`") + strings.Count(repl, "$'"))
-	return 2 * (n + matches*float64(len(repl)) + amps*n + matches*tails*n)
+	return 2 * (n + matches*(float64(len(repl))+tails*n))
 }
 
 // maxTextScan bounds how many elements text reads.
@@ -406,4 +408,14 @@ func (g *allocGuard) text(arr goja.Value) float64 {
 		}
 	}
 	return total
+}
+
+// ownKeys is how many own keys listing v's can make: a string (or String
+// object) has one per character whatever its memory, while an array's
+// keys are elements that already exist, however long it says it is.
+func (g *allocGuard) ownKeys(v goja.Value) float64 {
+	if obj, ok := v.(*goja.Object); ok && obj.ClassName() == "Array" {
+		return 0
+	}
+	return g.elements(v)
 }

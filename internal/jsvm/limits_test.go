@@ -42,6 +42,8 @@ export function hugeBufferOfValue() { return new ArrayBuffer({ valueOf() { retur
 export function hugeJoinText() { return new Array(2e4).fill("x".repeat(1e6)).join("") }
 export function hugeRawText() { const s = "x".repeat(1e6); return String.raw({ raw: new Array(2e4).fill(s) }) }
 export function hugeRawSubs() { return String.raw({ raw: new Array(2e4).fill("") }, ...new Array(2e4).fill("x".repeat(1e6))) }
+export function hugeReplaceTailArray() { return "a".repeat(1e5).replace(/a/g, ["$'"]) }
+export function ordinaryEscape() { const a = []; a.length = 4e9; return ["x".repeat(6e6).replace(/&/g, "&amp;").length, Object.getOwnPropertyNames(a), Reflect.ownKeys(a)] }
 export function hugeRaw() { return String.raw({ raw: { length: 4e9 } }) }
 export function hugeProxyKeys() { return Reflect.ownKeys(new Proxy({}, { ownKeys: () => ({ length: 4e9 }) })) }
 export function hugeFlatShared() { const a = Array(1000).fill(0), b = Array(1000).fill(a); return Array(1000).fill(b).flat(Infinity) }
@@ -169,7 +171,7 @@ func TestHeapGuard(t *testing.T) {
 		"hugeString", "stringDoubling", "hugeBuffer",
 		"hog", "hugePad", "hugeSparse", "hugeJoin", "hugeFrom", "hugeConcat",
 		"hugeApply", "hugeReflectApply", "hugeFromCharCode", "hugeAssign", "hugeKeys", "hugeJoinSeparator", "hugeFlat",
-		"hugeReplaceAll", "hugeStringConcat", "hugeTypedFromArrayLike", "hugeBufferOfArray", "hugeBufferOfValue", "hugeRaw", "hugeJoinText", "hugeRawText", "hugeRawSubs",
+		"hugeReplaceAll", "hugeStringConcat", "hugeTypedFromArrayLike", "hugeBufferOfArray", "hugeBufferOfValue", "hugeRaw", "hugeReplaceTailArray", "hugeJoinText", "hugeRawText", "hugeRawSubs",
 		"hugeProxyKeys", "hugeFlatShared", "hugeFlatMap", "hugeJoinShared", "hugeReplaceTail", "hugeReplaceAllTail",
 		"hugeDescriptors", "hugeOwnKeys", "hugeTypedJoin", "hugeAsUintN",
 	} {
@@ -210,6 +212,15 @@ func TestAllocationGuardsKeepBuiltinsWorking(t *testing.T) {
 		`"more":[["0","1","length"],["0","length"],2,"1-2","3,4","5","1-1","acac","a[c]c"]}`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestAllocationGuardsLeaveLargeOrdinaryWork: guards size what a call
+// will make, not what its input says it could.
+func TestAllocationGuardsLeaveLargeOrdinaryWork(t *testing.T) {
+	p := newTestPool(t, "access.js", runawayModule, Options{Deadline: 20 * time.Second})
+	if got, want := mustJSON(t, p, "ordinaryEscape"), `[6000000,["length"],["length"]]`; got != want {
+		t.Fatalf("got %s want %s", got, want)
 	}
 }
 

@@ -130,6 +130,11 @@ func (vm *VM) guardRegex(proto *goja.Object, name string, sym *goja.Symbol) erro
 		var inJS time.Duration
 		args := c.Arguments
 		if sym == goja.SymReplace && len(args) > 1 {
+			if _, isFn := goja.AssertFunction(args[1]); !isFn && !goja.IsString(args[1]) {
+				// Convert once, so what is sized is what runs: an array
+				// or object whose toString says "$'" is a replacement too.
+				args = append([]goja.Value{args[0], args[1].ToString()}, args[2:]...)
+			}
 			if g := vm.heapGuard(); g != nil && goja.IsString(args[1]) && g.over(g.regexReplaced(c.This, args[0], args[1].String())) {
 				return goja.Undefined()
 			}

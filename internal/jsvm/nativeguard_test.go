@@ -109,6 +109,13 @@ export function proxyHole() { try { return Reflect.ownKeys(new Proxy({}, { ownKe
 export function revocableHole() { try { return Object.keys(Proxy.revocable({}, { ownKeys: () => ({ length: 1 }) }).proxy) } catch (e) { return e.name } }
 export function flatCycle() { const a = []; a[0] = a; try { return a.flat(Infinity) } catch (e) { return e.message } }
 export function flatProxyCycle() { const a = []; a[0] = new Proxy(a, {}); try { return a.flat(Infinity) } catch (e) { return e.message } }
+export function trapThis() {
+  const h = { n: 0, get(t, k) { this.n++; return this === h }, has() { return this === h } }
+  const p = new Proxy({}, h)
+  const h2 = {}, p2 = new Proxy({}, h2)
+  h2.get = () => 7
+  return [p.a, p.b, "x" in p, h.n, p2.x]
+}
 export function ordinary() {
   const h = { n: 0, ownKeys(t) { this.n++; return Reflect.ownKeys(t) } }
   const p = new Proxy({ a: 1, b: 2 }, h)
@@ -123,6 +130,7 @@ func TestNativeCrashesBecomeErrors(t *testing.T) {
 	p := newTestPool(t, "access.js", crashModule, Options{Size: 1})
 	nested := `"Array.prototype.flat: arrays nested deeper than 1000 levels"`
 	for export, want := range map[string]string{
+		"trapThis":  `[true,true,true,2,7]`,
 		"proxyHole": `"TypeError"`, "revocableHole": `"TypeError"`, "flatCycle": nested, "flatProxyCycle": nested,
 		"ordinary": `[["a","b"],{"a":1,"b":2},2,["c"],true,[1,2,3],[1,2,[3]],[1,[1],2,[2]],1]`,
 	} {

@@ -12,8 +12,9 @@ import (
 // the list's claimed length natively, so {length: 4e9} ran for minutes.
 // The trap's result is copied into a dense array here, holes becoming
 // undefined, which goja then rejects with the spec's TypeError. The
-// handler the proxy gets inherits from the script's, so every other trap
-// and later changes to the handler still take effect.
+// handler the proxy gets reads each trap from the script's when it is
+// used and calls it with the script's handler as this, so traps and later
+// changes to the handler behave as they would.
 func (vm *VM) guardProxy() error {
 	rt := vm.Runtime
 	target, ok := rt.Get("Proxy").(*goja.Object)
@@ -56,22 +57,30 @@ func (vm *VM) guardProxy() error {
 		if err := h.SetPrototype(user); err != nil {
 			panic(err)
 		}
-		getter := rt.ToValue(func(goja.FunctionCall) goja.Value {
-			trap := user.Get("ownKeys")
-			fn, ok := goja.AssertFunction(trap)
-			if !ok {
-				return trap
-			}
-			return rt.ToValue(func(c goja.FunctionCall) goja.Value {
-				v, err := fn(user, c.Arguments...)
-				if err != nil {
-					panic(err)
+		// Every trap is read from the script's handler when goja asks
+		// for it, and called with that handler as this, as a Proxy's
+		// own would be: only what ownKeys returns is looked at.
+		for _, name := range proxyTraps {
+			getter := rt.ToValue(func(goja.FunctionCall) goja.Value {
+				trap := user.Get(name)
+				fn, ok := goja.AssertFunction(trap)
+				if !ok {
+					return trap // absent, or not a function: goja decides
 				}
-				return keyList(v)
+				return rt.ToValue(func(c goja.FunctionCall) goja.Value {
+					v, err := fn(user, c.Arguments...)
+					if err != nil {
+						panic(err)
+					}
+					if name == "ownKeys" {
+						return keyList(v)
+					}
+					return v
+				})
 			})
-		})
-		if err := h.DefineAccessorProperty("ownKeys", getter, nil, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
-			panic(err)
+			if err := h.DefineAccessorProperty(name, getter, nil, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
+				panic(err)
+			}
 		}
 		return h
 	}
@@ -105,4 +114,10 @@ func (vm *VM) guardProxy() error {
 		}
 	}
 	return rt.Set("Proxy", proxy)
+}
+
+// proxyTraps are the traps a Proxy handler may have.
+var proxyTraps = []string{
+	"getPrototypeOf", "setPrototypeOf", "isExtensible", "preventExtensions", "getOwnPropertyDescriptor",
+	"defineProperty", "has", "get", "set", "deleteProperty", "ownKeys", "apply", "construct",
 }
