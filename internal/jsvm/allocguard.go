@@ -240,15 +240,20 @@ func (g *allocGuard) length(v goja.Value) float64 {
 	if !ok {
 		return 0
 	}
+	return lengthOf(obj)
+}
+
+// lengthOf reads .length of an object; anything unusable counts as 0.
+func lengthOf(obj *goja.Object) float64 {
 	l := obj.Get("length")
 	if l == nil {
 		return 0
 	}
 	f := l.ToFloat()
-	if math.IsNaN(f) {
+	if math.IsNaN(f) || f < 0 {
 		return 0
 	}
-	return f
+	return math.Min(math.Floor(f), 1<<53-1)
 }
 
 // strLen is the length of this as a string, without copying it to Go.

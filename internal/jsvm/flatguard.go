@@ -140,16 +140,3 @@ func (s *flatScan) walk(arr *goja.Object, depth float64, level int) {
 		}
 	}
 }
-
-// lengthOf reads .length of an object; anything unusable counts as 0.
-func lengthOf(obj *goja.Object) float64 {
-	l := obj.Get("length")
-	if l == nil {
-		return 0
-	}
-	f := l.ToFloat()
-	if math.IsNaN(f) || f < 0 {
-		return 0
-	}
-	return math.Min(math.Floor(f), 1<<53-1)
-}
