@@ -51,7 +51,7 @@ type allocGuard struct {
 }
 
 func installAllocGuards(vm *VM) error {
-	g := &allocGuard{vm: vm, limit: float64(vm.opts.HeapLimit)}
+	g := vm.alloc
 	rt := vm.Runtime
 
 	strProto := rt.Get("String").ToObject(rt).Get("prototype").ToObject(rt)
@@ -74,10 +74,7 @@ func installAllocGuards(vm *VM) error {
 		size := func(c goja.FunctionCall) float64 { return g.length(c.This) * slotBytes }
 		switch name {
 		case "join":
-			// Every element but the last is followed by the separator.
-			size = func(c goja.FunctionCall) float64 {
-				return g.length(c.This)*(slotBytes+2*g.strLen(c.Argument(0))) + 2*g.text(c.This)
-			}
+			size = g.joinSize
 		case "concat":
 			size = func(c goja.FunctionCall) float64 {
 				n := g.length(c.This)
@@ -132,27 +129,17 @@ func (g *allocGuard) over(size float64) bool {
 }
 
 // wrap replaces obj[name] with a native function that checks size first.
-// Assigning keeps the builtin's attributes (non-enumerable).
 func (g *allocGuard) wrap(obj *goja.Object, name string, size func(goja.FunctionCall) float64) error {
-	origVal := obj.Get(name)
-	orig, ok := goja.AssertFunction(origVal)
-	if !ok {
-		return nil // not in this goja version; nothing to guard
-	}
-	fn := g.vm.ToValue(func(c goja.FunctionCall) goja.Value {
-		if g.over(size(c)) {
-			// The interrupt fires at the next instruction; the
-			// value returned here is never seen.
-			return goja.Undefined()
+	return g.vm.replaceMethod(obj, name, func(orig goja.Callable) func(goja.FunctionCall) goja.Value {
+		return func(c goja.FunctionCall) goja.Value {
+			if g.over(size(c)) {
+				// The interrupt fires at the next instruction; the
+				// value returned here is never seen.
+				return goja.Undefined()
+			}
+			return mustCall(orig, c.This, c.Arguments...)
 		}
-		v, err := orig(c.This, c.Arguments...)
-		if err != nil {
-			panic(err) // rethrow the builtin's own exception, or an interrupt
-		}
-		return v
-	}).(*goja.Object)
-	copyIdentity(origVal.(*goja.Object), fn)
-	return obj.Set(name, fn)
+	})
 }
 
 // wrapConstructor puts a Proxy with a construct trap in front of a typed
@@ -284,9 +271,6 @@ func (g *allocGuard) installMore(rt *goja.Runtime, strProto, arrProto *goja.Obje
 	// %TypedArray%.prototype: join and toLocaleString walk every element
 	// natively, and toString calls join.
 	typedProto := rt.Get("Uint8Array").ToObject(rt).Get("prototype").ToObject(rt).Prototype()
-	joinSize := func(c goja.FunctionCall) float64 {
-		return g.length(c.This) * (slotBytes + 2*g.strLen(c.Argument(0)))
-	}
 	guards := []struct {
 		obj  *goja.Object
 		name string
@@ -333,8 +317,8 @@ func (g *allocGuard) installMore(rt *goja.Runtime, strProto, arrProto *goja.Obje
 		// goja ask for a slice too long to exist, which kills the process.
 		{bigInt, "asIntN", bigBits},
 		{bigInt, "asUintN", bigBits},
-		{typedProto, "join", joinSize},
-		{typedProto, "toLocaleString", joinSize},
+		{typedProto, "join", g.joinSize},
+		{typedProto, "toLocaleString", g.joinSize},
 		{object, "keys", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
 		{object, "values", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
 		{object, "entries", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
@@ -393,6 +377,12 @@ func (g *allocGuard) regexReplaced(re, str goja.Value, repl string) float64 {
 		matches = n + 1
 	}
 	return 2 * (n + matches*(float64(len(repl))+tails*n))
+}
+
+// joinSize bounds a join's result: every element but the last is followed
+// by the separator, and string elements are copied whole.
+func (g *allocGuard) joinSize(c goja.FunctionCall) float64 {
+	return g.length(c.This)*(slotBytes+2*g.strLen(c.Argument(0))) + 2*g.text(c.This)
 }
 
 // maxTextScan bounds how many elements text reads.

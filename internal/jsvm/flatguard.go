@@ -53,29 +53,18 @@ func (vm *VM) guardFlat(proto *goja.Object) error {
 					return goja.Undefined()
 				}
 			}
-			v, err := orig(c.This, c.Arguments...)
-			if err != nil {
-				panic(err)
-			}
-			return v
+			return mustCall(orig, c.This, c.Arguments...)
 		}
 	}
 	flatMap := func(orig goja.Callable) func(goja.FunctionCall) goja.Value {
 		return func(c goja.FunctionCall) goja.Value {
 			fn, ok := goja.AssertFunction(c.Argument(0))
 			if !ok {
-				v, err := orig(c.This, c.Arguments...)
-				if err != nil {
-					panic(err)
-				}
-				return v
+				return mustCall(orig, c.This, c.Arguments...)
 			}
 			var total float64
 			args := append([]goja.Value{vm.ToValue(func(cb goja.FunctionCall) goja.Value {
-				v, err := fn(cb.This, cb.Arguments...)
-				if err != nil {
-					panic(err)
-				}
+				v := mustCall(fn, cb.This, cb.Arguments...)
 				if a, ok := isArray(v); ok && g != nil {
 					total += g.length(a)
 					if g.over(total * slotBytes) {
@@ -84,26 +73,13 @@ func (vm *VM) guardFlat(proto *goja.Object) error {
 				}
 				return v
 			})}, c.Arguments[1:]...)
-			v, err := orig(c.This, args...)
-			if err != nil {
-				panic(err)
-			}
-			return v
+			return mustCall(orig, c.This, args...)
 		}
 	}
-	for name, wrap := range map[string]func(goja.Callable) func(goja.FunctionCall) goja.Value{"flat": flat, "flatMap": flatMap} {
-		origVal := proto.Get(name)
-		orig, ok := goja.AssertFunction(origVal)
-		if !ok {
-			continue
-		}
-		wrapped := vm.ToValue(wrap(orig)).(*goja.Object)
-		copyIdentity(origVal.(*goja.Object), wrapped)
-		if err := proto.DefineDataProperty(name, wrapped, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
-			return err
-		}
+	if err := vm.replaceMethod(proto, "flat", flat); err != nil {
+		return err
 	}
-	return nil
+	return vm.replaceMethod(proto, "flatMap", flatMap)
 }
 
 // flatScan counts the elements, holes included, that flat visits: each

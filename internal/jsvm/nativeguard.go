@@ -92,22 +92,12 @@ func (vm *VM) guardIterator(src string) error {
 	if err != nil {
 		return err
 	}
-	proto := iter.ToObject(rt).Prototype()
-	orig := proto.Get("next")
-	next, ok := goja.AssertFunction(orig)
-	if !ok {
-		return nil
-	}
-	wrapped := vm.ToValue(func(c goja.FunctionCall) goja.Value {
-		vm.checkStop()
-		v, err := next(c.This, c.Arguments...)
-		if err != nil {
-			panic(err)
+	return vm.replaceMethod(iter.ToObject(rt).Prototype(), "next", func(next goja.Callable) func(goja.FunctionCall) goja.Value {
+		return func(c goja.FunctionCall) goja.Value {
+			vm.checkStop()
+			return mustCall(next, c.This, c.Arguments...)
 		}
-		return v
-	}).(*goja.Object)
-	copyIdentity(orig.(*goja.Object), wrapped)
-	return proto.DefineDataProperty("next", wrapped, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
+	})
 }
 
 // guardRegex wraps proto[name] (or proto[sym]) so that an operation that
@@ -173,28 +163,46 @@ func (vm *VM) guardRegex(proto *goja.Object, name string, sym *goja.Symbol) erro
 // on each element, which for an array is join again, one Go frame deeper
 // each time, so a deeply nested array could exhaust the Go stack.
 func (vm *VM) guardJoin(proto *goja.Object, name string) error {
-	orig := proto.Get(name)
-	fn, ok := goja.AssertFunction(orig)
+	return vm.replaceMethod(proto, name, func(fn goja.Callable) func(goja.FunctionCall) goja.Value {
+		return func(c goja.FunctionCall) goja.Value {
+			// Arrays that share their elements nest cheaply: three levels
+			// of a thousand make a billion joins, each in a native call.
+			vm.checkStop()
+			if vm.joinDepth >= maxJoinDepth {
+				vm.throw(vm.builtins.rangeError, "Array.prototype."+name+": arrays nested deeper than "+strconv.Itoa(maxJoinDepth)+" levels")
+			}
+			vm.joinDepth++
+			defer func() { vm.joinDepth-- }()
+			return mustCall(fn, c.This, c.Arguments...)
+		}
+	})
+}
+
+// replaceMethod puts wrap(orig) in place of obj[name], a builtin method,
+// with its name, length and attributes (writable, configurable, not
+// enumerable). A method this goja lacks is left alone.
+func (vm *VM) replaceMethod(obj *goja.Object, name string, wrap func(orig goja.Callable) func(goja.FunctionCall) goja.Value) error {
+	origObj, ok := obj.Get(name).(*goja.Object)
 	if !ok {
 		return nil
 	}
-	wrapped := vm.ToValue(func(c goja.FunctionCall) goja.Value {
-		// Arrays that share their elements nest cheaply: three levels of
-		// a thousand make a billion joins, each in a native call.
-		vm.checkStop()
-		if vm.joinDepth >= maxJoinDepth {
-			vm.throw(vm.builtins.rangeError, "Array.prototype."+name+": arrays nested deeper than "+strconv.Itoa(maxJoinDepth)+" levels")
-		}
-		vm.joinDepth++
-		defer func() { vm.joinDepth-- }()
-		v, err := fn(c.This, c.Arguments...)
-		if err != nil {
-			panic(err)
-		}
-		return v
-	}).(*goja.Object)
-	copyIdentity(orig.(*goja.Object), wrapped)
-	return proto.DefineDataProperty(name, wrapped, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
+	orig, ok := goja.AssertFunction(origObj)
+	if !ok {
+		return nil
+	}
+	fn := vm.ToValue(wrap(orig)).(*goja.Object)
+	copyIdentity(origObj, fn)
+	return obj.DefineDataProperty(name, fn, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
+}
+
+// mustCall calls fn from a native function, rethrowing its exception (or
+// an interrupt) as the native function's own.
+func mustCall(fn goja.Callable, this goja.Value, args ...goja.Value) goja.Value {
+	v, err := fn(this, args...)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // copyIdentity gives a wrapper the name and length of the builtin it
@@ -207,9 +215,4 @@ func copyIdentity(orig, fn *goja.Object) {
 
 // heapGuard is the allocation guard of vm, or nil when the heap limit is
 // off.
-func (vm *VM) heapGuard() *allocGuard {
-	if vm.opts.HeapLimit <= 0 {
-		return nil
-	}
-	return &allocGuard{vm: vm, limit: float64(vm.opts.HeapLimit)}
-}
+func (vm *VM) heapGuard() *allocGuard { return vm.alloc }

@@ -68,10 +68,7 @@ func (vm *VM) guardProxy() error {
 					return trap // absent, or not a function: goja decides
 				}
 				return rt.ToValue(func(c goja.FunctionCall) goja.Value {
-					v, err := fn(user, c.Arguments...)
-					if err != nil {
-						panic(err)
-					}
+					v := mustCall(fn, user, c.Arguments...)
 					if name == "ownKeys" {
 						return keyList(v)
 					}
@@ -84,34 +81,26 @@ func (vm *VM) guardProxy() error {
 		}
 		return h
 	}
+	// withHandler is a constructor's arguments with the handler replaced.
+	withHandler := func(args []goja.Value) []goja.Value {
+		if len(args) < 2 {
+			return args
+		}
+		return append([]goja.Value{args[0], handlerFor(args[1])}, args[2:]...)
+	}
 	proxy := rt.NewProxy(target, &goja.ProxyTrapConfig{
 		Construct: func(_ *goja.Object, args []goja.Value, newTarget *goja.Object) *goja.Object {
-			if len(args) > 1 {
-				args = append([]goja.Value{args[0], handlerFor(args[1])}, args[2:]...)
-			}
-			obj, err := ctor(newTarget, args...)
+			obj, err := ctor(newTarget, withHandler(args)...)
 			if err != nil {
 				panic(err)
 			}
 			return obj
 		},
 	})
-	if revocable, ok := goja.AssertFunction(target.Get("revocable")); ok {
-		fn := vm.ToValue(func(c goja.FunctionCall) goja.Value {
-			args := c.Arguments
-			if len(args) > 1 {
-				args = append([]goja.Value{args[0], handlerFor(args[1])}, args[2:]...)
-			}
-			v, err := revocable(c.This, args...)
-			if err != nil {
-				panic(err)
-			}
-			return v
-		}).(*goja.Object)
-		copyIdentity(target.Get("revocable").(*goja.Object), fn)
-		if err := target.DefineDataProperty("revocable", fn, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
-			return err
-		}
+	if err := vm.replaceMethod(target, "revocable", func(revocable goja.Callable) func(goja.FunctionCall) goja.Value {
+		return func(c goja.FunctionCall) goja.Value { return mustCall(revocable, c.This, withHandler(c.Arguments)...) }
+	}); err != nil {
+		return err
 	}
 	return rt.Set("Proxy", proxy)
 }

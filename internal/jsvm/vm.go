@@ -24,6 +24,7 @@ type VM struct {
 	exports   *goja.Object             // module.exports after the module ran
 	fns       map[string]goja.Callable // exported functions, looked up once
 	jsonParse goja.Callable
+	alloc     *allocGuard   // the builtins' size checks; nil with no heap limit
 	toJSONFn  goja.Callable // toJSONNative, for ToJSON (jsonglobal.go)
 	jsonOut   []byte        // the text toJSONNative made
 	builtins  jsonBuiltins
@@ -97,6 +98,9 @@ func newVM(prog *Program, opts *Options) (*VM, error) {
 	vm.jsonParse, _ = goja.AssertFunction(json.Get("parse"))
 	if err := installJSON(vm); err != nil {
 		return nil, err
+	}
+	if opts.HeapLimit > 0 {
+		vm.alloc = &allocGuard{vm: vm, limit: float64(opts.HeapLimit)}
 	}
 	if err := installNativeGuards(vm); err != nil {
 		return nil, fmt.Errorf("jsvm: installing native guards: %w", err)
