@@ -68,6 +68,12 @@ var hostileApps = []hostileApp{
 	// call, out of reach of Interrupt: each step now looks at the stop.
 	{name: "sparse-set", writers: 2, writes: 2, wantCode: errs.AccessError,
 		access: `export default function () { const a = []; a.length = 4e9; return { channels: [...new Set(a)] } }`},
+	// goja's parser recursed once per bracket: a Go stack overflow,
+	// fatal to the process, so app code cannot compile strings at all.
+	{name: "eval-bomb", slack: true, writers: 2, writes: 2, wantCode: errs.AccessError, wantMsg: "EvalError: eval is not available",
+		access: `export default function () { return eval("[".repeat(1e6)) }`},
+	{name: "onchange-function-bomb", writes: 1, wantRun: "EvalError: new Function is not available", access: allowAll,
+		backend: `export async function onChange() { new Function("return " + "[".repeat(1e6)) }`},
 	{name: "onchange-sparse-throw", writes: 1, wantRun: "[null,null", access: allowAll,
 		backend: `export async function onChange() { const a = []; a.length = 4e9; throw { list: a } }`},
 	{name: "onchange-parse-bomb", writes: 1, wantRun: "nested deeper than 1000 levels", access: allowAll,

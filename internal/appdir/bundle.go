@@ -46,6 +46,7 @@ func Bundle(dir, name string) (Module, error) {
 		Format:        api.FormatESModule,
 		Target:        api.ESNext,
 		Supported:     jsvm.Unsupported(),
+		LogOverride:   jsvm.Refusals(),
 		Platform:      api.PlatformNeutral,
 		MainFields:    []string{"module", "main"},
 		// The server compiles the result once more; keep it as written.

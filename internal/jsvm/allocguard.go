@@ -266,8 +266,6 @@ func (g *allocGuard) installMore(rt *goja.Runtime, strProto, arrProto *goja.Obje
 	// A property made from each character or element costs far more than
 	// the slot: name, value and the map entry.
 	const propBytes = 64
-	bigInt := rt.Get("BigInt").ToObject(rt)
-	bigBits := func(c goja.FunctionCall) float64 { return 3 * c.Argument(0).ToFloat() / 8 }
 	// %TypedArray%.prototype: join and toLocaleString walk every element
 	// natively, and toString calls join.
 	typedProto := rt.Get("Uint8Array").ToObject(rt).Get("prototype").ToObject(rt).Prototype()
@@ -313,10 +311,6 @@ func (g *allocGuard) installMore(rt *goja.Runtime, strProto, arrProto *goja.Obje
 		// A descriptor is an object of four properties.
 		{object, "getOwnPropertyDescriptors", func(c goja.FunctionCall) float64 { return g.ownKeys(c.Argument(0)) * 4 * propBytes }},
 		{reflect, "ownKeys", func(c goja.FunctionCall) float64 { return g.ownKeys(c.Argument(0)) * propBytes }},
-		// 2**bits is made first, whatever the value: bits of 2**53-1 made
-		// goja ask for a slice too long to exist, which kills the process.
-		{bigInt, "asIntN", bigBits},
-		{bigInt, "asUintN", bigBits},
 		{typedProto, "join", g.joinSize},
 		{typedProto, "toLocaleString", g.joinSize},
 		{object, "keys", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},

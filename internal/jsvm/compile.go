@@ -70,9 +70,16 @@ var loweredFeatures = map[string]bool{
 	"top-level-await":      false, // CommonJS has none; esbuild reports it with a position
 }
 
-// Unsupported is the feature set of esbuild that the runtime cannot run,
-// for a bundler that should refuse that syntax where the user wrote it.
-func Unsupported() map[string]bool { return maps.Clone(loweredFeatures) }
+// Unsupported is the feature set of esbuild that the runtime cannot or
+// will not run (refused.go), for a bundler that should refuse that syntax
+// where the user wrote it.
+func Unsupported() map[string]bool { return supported() }
+
+func supported() map[string]bool {
+	m := maps.Clone(loweredFeatures)
+	maps.Copy(m, refusedFeatures)
+	return m
+}
 
 // Compile turns the ES module source (named filename in errors) into a
 // Program. Syntax errors, imports (a module must be self-contained) and
@@ -87,7 +94,8 @@ func Compile(filename, source string) (*Program, error) {
 		Loader:         api.LoaderJS,
 		Format:         api.FormatCommonJS,
 		Target:         api.ESNext,
-		Supported:      loweredFeatures,
+		Supported:      supported(),
+		LogOverride:    Refusals(),
 		Sourcemap:      api.SourceMapInline,
 		SourcesContent: api.SourcesContentExclude,
 		Banner:         moduleBanner,
@@ -168,7 +176,7 @@ func importHint(text string) string {
 // (filename unless esbuild names another), line and column.
 func NewCompileError(filename string, msgs []api.Message) *CompileError {
 	m := msgs[0]
-	e := &CompileError{File: filename, Message: m.Text, More: len(msgs) - 1}
+	e := &CompileError{File: filename, Message: bigIntHint(m.Text), More: len(msgs) - 1}
 	if loc := m.Location; loc != nil {
 		if loc.File != "" {
 			e.File = filepath.ToSlash(loc.File)

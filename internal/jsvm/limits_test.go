@@ -54,7 +54,6 @@ export function hugeReplaceAllTail() { return "a".repeat(1e5).replaceAll("a", "$
 export function hugeDescriptors() { return Object.getOwnPropertyDescriptors("a".repeat(3e7)) }
 export function hugeOwnKeys() { return Reflect.ownKeys(new String("a".repeat(3e7))) }
 export function hugeTypedJoin() { return new Uint8Array(3e7).toLocaleString() }
-export function hugeAsUintN() { return BigInt.asUintN(2 ** 53 - 1, -1n) }
 export function smallAllocations() {
   return {
     rep: "ab".repeat(3), pad: "5".padStart(3, "0"), sorted: [3, 1, 2].sort(),
@@ -70,7 +69,7 @@ export function smallAllocations() {
     enumerable: Object.keys(Array.prototype).length,
     more: [Object.getOwnPropertyNames("ab"), Object.keys(Object.getOwnPropertyDescriptors([7])), Reflect.ownKeys([1]).length,
       new Uint8Array([1, 2]).join("-"), String(new Int8Array([3, 4])), new Uint8Array([5]).toLocaleString(),
-      String(BigInt.asUintN(8, 257n)) + String(BigInt.asIntN(8, 255n)), "abc".replace("b", "$'$" + String.fromCharCode(96)), "abc".replaceAll("b", "[$']")],
+      "abc".replace("b", "$'$" + String.fromCharCode(96)), "abc".replaceAll("b", "[$']")],
   }
 }
 `
@@ -173,7 +172,7 @@ func TestHeapGuard(t *testing.T) {
 		"hugeApply", "hugeReflectApply", "hugeFromCharCode", "hugeAssign", "hugeKeys", "hugeJoinSeparator", "hugeFlat",
 		"hugeReplaceAll", "hugeStringConcat", "hugeTypedFromArrayLike", "hugeBufferOfArray", "hugeBufferOfValue", "hugeRaw", "hugeReplaceTailArray", "hugeJoinText", "hugeRawText", "hugeRawSubs",
 		"hugeProxyKeys", "hugeFlatShared", "hugeFlatMap", "hugeJoinShared", "hugeReplaceTail", "hugeReplaceAllTail",
-		"hugeDescriptors", "hugeOwnKeys", "hugeTypedJoin", "hugeAsUintN",
+		"hugeDescriptors", "hugeOwnKeys", "hugeTypedJoin",
 	} {
 		if raceDetector && i >= 3 {
 			// Under the race detector each 64 MiB bomb takes most of a
@@ -209,7 +208,7 @@ func TestAllocationGuardsKeepBuiltinsWorking(t *testing.T) {
 	want := `{"rep":"ababab","pad":"005","sorted":[1,2,3],"mapped":[2,4],"from":[0,1,2],"typed":true,"typedFrom":[1,2],"typedCopies":[[7,0],14,"a1b"],` +
 		`"buf":8,"joined":"1-2","str":"1,2,3","rangeError":true,"applied":7,"built":0,"assigned":{"0":"a","1":"b","c":1},` +
 		`"listed":[["0","1"],[7],[["k",1]]],"flattened":[1,[2],3],"replaced":"ab-aby","strings":"ab1","name":"repeat/1","enumerable":0,` +
-		`"more":[["0","1","length"],["0","length"],2,"1-2","3,4","5","1-1","acac","a[c]c"]}`
+		`"more":[["0","1","length"],["0","length"],2,"1-2","3,4","5","acac","a[c]c"]}`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}

@@ -99,6 +99,9 @@ func newVM(prog *Program, opts *Options) (*VM, error) {
 	if err := installJSON(vm); err != nil {
 		return nil, err
 	}
+	if err := installRefusals(vm); err != nil {
+		return nil, fmt.Errorf("jsvm: taking away refused builtins: %w", err)
+	}
 	if opts.HeapLimit > 0 {
 		vm.alloc = &allocGuard{vm: vm, limit: float64(opts.HeapLimit)}
 	}
