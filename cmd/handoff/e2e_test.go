@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoff-run/handoff/internal/compilechild"
 	"github.com/handoff-run/handoff/internal/pgtest/pgstore"
 	"github.com/handoff-run/handoff/internal/testenv"
 )
@@ -27,6 +28,8 @@ import (
 var binary string // the handoff binary under test
 
 func TestMain(m *testing.M) {
+	// A serve run in this process compiles deploys in a child: this binary.
+	compilechild.Serve()
 	var err error
 	if binary, err = testenv.Binary(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -333,3 +333,38 @@ func peakRSS(t *testing.T, pid int) int64 {
 	t.Fatalf("no VmHWM in /proc/%d/status", pid)
 	return 0
 }
+
+// TestHostileDeploys deploys code that the compiler cannot survive to a
+// real server process: a million brackets overflow esbuild's stack, which
+// ended the server, and a chain of 100,000 commas held a core for minutes.
+// Each deploy fails with what to change, nothing is saved, and the server
+// serves on.
+func TestHostileDeploys(t *testing.T) {
+	t.Parallel()
+	srv := startServerArgs(t, t.TempDir(), []string{"--compile-timeout", "5s"}, "HANDOFF_ADMIN_TOKEN="+adminToken)
+	ctx := context.Background()
+	c := client.New(srv.url, adminToken)
+	if _, err := c.CreateApp(ctx, "admin/bombs", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []struct{ access, backend, want string }{
+		{access: "export default function () { return " + strings.Repeat("[", 1e6) + " }", want: "access.js nests too deeply"},
+		{access: allowAll, backend: "export const config = " + strings.Repeat("[", 1e6), want: "backend.js nests too deeply"},
+		{access: "let b = 1; export default function () { return (b" + strings.Repeat(",b", 1e5) + ") }", want: "access.js took more than 5s to compile"},
+	} {
+		_, err := c.Deploy(ctx, "admin/bombs", d.access, d.backend)
+		var e *errs.Error
+		if !errors.As(err, &e) || e.Code != errs.Invalid || !strings.Contains(e.Message, d.want) {
+			t.Errorf("deploy: got %v, want invalid: %s", err, d.want)
+		}
+		if err := c.Health(ctx); err != nil {
+			t.Fatalf("the server is down after a deploy of %.40q: %v\n%s", d.access, err, srv.log())
+		}
+	}
+	if vs, err := c.CodeVersions(ctx, "admin/bombs"); err != nil || len(vs) != 0 {
+		t.Fatalf("versions after refused deploys: %v, %v; want none", vs, err)
+	}
+	if _, err := c.Deploy(ctx, "admin/bombs", allowAll, ""); err != nil {
+		t.Fatalf("an ordinary deploy after the bombs: %v", err)
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+
+	"github.com/handoff-run/handoff/internal/compilechild"
 )
 
 // gcPercent trades memory for CPU: the server's garbage is short-lived
@@ -22,6 +24,9 @@ import (
 const gcPercent = 200
 
 func main() {
+	// A deploy's code is compiled in a child process of this program
+	// first (serve); in that child, this compiles and exits.
+	compilechild.Serve()
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/backend"
+	"github.com/handoff-run/handoff/internal/compilechild"
 	"github.com/handoff-run/handoff/internal/engine"
 	"github.com/handoff-run/handoff/internal/jsapp"
 	"github.com/handoff-run/handoff/internal/jsvm"
@@ -45,6 +46,8 @@ type serveOptions struct {
 	vibes    []string // --vibe, the alias of --app
 	mounts   []mount
 	jsMemory int // MiB
+	// compileTimeout bounds the child that compiles a deploy first.
+	compileTimeout time.Duration
 	// siteDomain serves app sites at https://NAME--OWNER.DOMAIN/.
 	siteDomain string
 }
@@ -108,6 +111,7 @@ connections and lets requests in flight finish.`,
 	fl.StringArrayVar(&o.apps, "app", nil, "owner/name=DIR: serve the app's code from DIR and redeploy it on every edit (repeatable)")
 	fl.StringArrayVar(&o.vibes, "vibe", nil, "alias of --app")
 	fl.StringVar(&o.siteDomain, "site-domain", "", "serve each app's site at https://NAME--OWNER.DOMAIN/ and expect the API at https://DOMAIN, behind a proxy that ends TLS (sites are always at http://NAME--OWNER.localhost:PORT/ too)")
+	fl.DurationVar(&o.compileTimeout, "compile-timeout", compilechild.DefaultTimeout, "how long a deploy's JavaScript may take to compile; each deploy is compiled in a child process first, so code that would crash or stall the compiler fails the deploy instead")
 	fl.IntVar(&o.jsMemory, "js-memory", jsvm.DefaultHeapCeiling>>20, "MiB of heap past which the apps' running JavaScript calls are stopped; the Go runtime also collects harder from there")
 	return cmd
 }
@@ -157,10 +161,15 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	vet, err := compilechild.ForThisProgram(o.compileTimeout)
+	if err != nil {
+		return err
+	}
 	eng := engine.New(st, engine.Options{
 		SecretKey: secretKey,
 		Logger:    log,
 		Code:      jsapp.New(jsapp.Options{Backend: backend.Options{Logger: log}}),
+		VetCode:   vet.Check,
 	})
 	envToken := c.getenv("HANDOFF_ADMIN_TOKEN")
 	token, err := eng.Bootstrap(ctx, envToken)

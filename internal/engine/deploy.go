@@ -103,6 +103,16 @@ func (e *Engine) DeployCode(ctx context.Context, a Actor, appRef string, c Code)
 	if err := checkStaticFiles(c.Files); err != nil {
 		return CodeInfo{}, err
 	}
+	if e.vetCode != nil && e.code != nil {
+		for _, f := range []struct{ name, src string }{{appcode.AccessFile, accessJS}, {appcode.BackendFile, backendJS}} {
+			if f.src == "" {
+				continue
+			}
+			if err := e.vetCode(ctx, f.name, f.src); err != nil {
+				return CodeInfo{}, err
+			}
+		}
+	}
 	code := &appCode{}
 	if accessJS != "" {
 		if code.access, err = e.code.CompileAccess(appcode.AccessFile, accessJS); err != nil {

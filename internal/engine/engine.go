@@ -47,6 +47,11 @@ type Options struct {
 	// FeedLimits bound the revisions kept for each app's live followers
 	// (zero: feed.DefaultLimits).
 	FeedLimits feed.Limits
+	// VetCode, when set, is given each source file of a deploy before
+	// Code compiles it in this process. A compiler can end the process it
+	// runs in on hostile code (a stack overflow is fatal), so the server
+	// compiles it in a child first (package compilechild).
+	VetCode func(ctx context.Context, file, source string) error
 }
 
 // Engine serves every read and write of every app on one Store.
@@ -57,6 +62,7 @@ type Engine struct {
 	maxDoc  int
 	log     *slog.Logger
 	code    appcode.Compiler
+	vetCode func(ctx context.Context, file, source string) error
 	observe func(time.Duration)
 	poll    time.Duration
 
@@ -117,7 +123,7 @@ func New(st store.Store, o Options) *Engine {
 	if o.Code == nil {
 		o.Code = noCode{}
 	}
-	e := &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, code: o.Code,
+	e := &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, code: o.Code, vetCode: o.VetCode,
 		observe: o.OnDelivery, poll: o.PollEvery, secretKey: o.SecretKey, apps: map[string]*appState{}}
 	e.node = mintID(e.clock.Now())
 	e.id = identity.New(st, e.clock, identity.Hooks{MayRead: e.mayReadApp, MembershipChanged: e.forgetApp})
