@@ -72,6 +72,10 @@ var hostileApps = []hostileApp{
 	// fatal to the process, so app code cannot compile strings at all.
 	{name: "eval-bomb", slack: true, writers: 2, writes: 2, wantCode: errs.AccessError, wantMsg: "EvalError: eval is not available",
 		access: `export default function () { return eval("[".repeat(1e6)) }`},
+	// On goja's generic path an exec that never returns null looped
+	// natively until the process ran out of memory.
+	{name: "regex-native-exec", writers: 2, writes: 2, wantCode: errs.AccessError,
+		access: `export default function () { const re = /a/g; re.exec = Object; return { channels: ["x".replace(re, "")] } }`},
 	{name: "onchange-function-bomb", writes: 1, wantRun: "EvalError: new Function is not available", access: allowAll,
 		backend: `export async function onChange() { new Function("return " + "[".repeat(1e6)) }`},
 	{name: "onchange-sparse-throw", writes: 1, wantRun: "[null,null", access: allowAll,

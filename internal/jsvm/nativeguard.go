@@ -45,6 +45,9 @@ var regexSymbols = []*goja.Symbol{goja.SymMatch, goja.SymMatchAll, goja.SymRepla
 
 func installNativeGuards(vm *VM) error {
 	rt := vm.Runtime
+	if err := vm.takeRegexOriginals(); err != nil {
+		return err
+	}
 	proto := rt.Get("RegExp").ToObject(rt).Get("prototype").ToObject(rt)
 	for _, name := range regexMethods {
 		if err := vm.guardRegex(proto, name, nil); err != nil {
@@ -118,7 +121,14 @@ func (vm *VM) guardRegex(proto *goja.Object, name string, sym *goja.Symbol) erro
 	wrapped := vm.ToValue(func(c goja.FunctionCall) goja.Value {
 		vm.checkStop() // a call already stopped starts no more matches
 		var inJS time.Duration
-		args := c.Arguments
+		args, this := c.Arguments, c.This
+		if sym == goja.SymReplace || sym == goja.SymMatch {
+			// The string first, as goja would: its toString is app code,
+			// which could change the regex after it was looked at.
+			if len(args) > 0 && !goja.IsString(args[0]) && !isSymbol(args[0]) {
+				args = append([]goja.Value{args[0].ToString()}, args[1:]...)
+			}
+		}
 		if sym == goja.SymReplace && len(args) > 1 {
 			if _, isFn := goja.AssertFunction(args[1]); !isFn && !goja.IsString(args[1]) {
 				// Convert once, so what is sized is what runs: an array
@@ -141,8 +151,13 @@ func (vm *VM) guardRegex(proto *goja.Object, name string, sym *goja.Symbol) erro
 				})
 			}
 		}
+		if sym == goja.SymReplace || sym == goja.SymMatch {
+			if rx, ok := this.(*goja.Object); ok && !vm.regexReadsTrue(rx) {
+				this = vm.stoppableExec(rx) // regexguard.go
+			}
+		}
 		start := time.Now()
-		v, err := fn(c.This, args...)
+		v, err := fn(this, args...)
 		if err != nil {
 			panic(err)
 		}

@@ -28,6 +28,7 @@ type VM struct {
 	toJSONFn  goja.Callable // toJSONNative, for ToJSON (jsonglobal.go)
 	jsonOut   []byte        // the text toJSONNative made
 	builtins  jsonBuiltins
+	regex     regexOriginals        // regexguard.go
 	joinDepth int                   // nesting of Array.prototype.join (nativeguard.go)
 	memo      map[any]goja.Value    // see Memo
 	keys      map[string]string     // JSON object keys seen before (jsonparse.go)

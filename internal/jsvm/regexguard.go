@@ -1,0 +1,189 @@
+package jsvm
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dop251/goja"
+)
+
+// A regex that goja cannot run on its fast path (a subclass, an instance
+// with a property of its own, a RegExp.prototype someone changed) is
+// replaced and matched the spec's generic way: read `flags`, and while it
+// holds a "g", call `exec` until it returns null. Both are the script's
+// to choose. A `flags` that claims "g" on a regex that is not global, or
+// an `exec` such as Object that never returns null, keeps that loop going
+// inside one native call, growing its list of matches until the process
+// runs out of memory; no deadline reaches it. So such a regex is given to
+// goja behind a Proxy whose `exec` looks at the stop flag before each
+// call: the deadline and the memory limit end the loop as they end any
+// other.
+
+// regexOriginals are RegExp.prototype and its exec, taken before any app
+// code ran, and Object.getOwnPropertyDescriptor to look at exec later
+// without running the app's code.
+type regexOriginals struct {
+	proto        *goja.Object
+	exec         goja.Value
+	getOwnPropOf goja.Callable
+	// defined is set once the app's code has defined a property that
+	// could be named exec or flags (defineProperty and its kin): only
+	// such a define makes either an accessor, whose getter would run
+	// when read. Until then a Get reads them without running app code.
+	defined bool
+}
+
+// regexFlagGetters are RegExp.prototype's flag getters in the order of
+// the letters in flags.
+var regexFlagGetters = []struct{ name, letter string }{
+	{"global", "g"}, {"ignoreCase", "i"}, {"multiline", "m"}, {"dotAll", "s"}, {"unicode", "u"}, {"sticky", "y"},
+}
+
+// takeRegexOriginals keeps RegExp.prototype's exec, and gives the
+// prototype a flags getter that, for a regex, says what the regex is:
+// the spec's getter asks this.global and the rest, which a subclass or the
+// app's code may redefine. Unlike those, flags is not one of the
+// properties whose change turns goja's fast paths off, so it is made
+// fixed, and the generic path can trust a regex's flags unless the regex
+// or its prototype has its own (regexReadsTrue).
+func (vm *VM) takeRegexOriginals() error {
+	rt := vm.Runtime
+	v, err := vm.RunString(`(() => {
+  const p = RegExp.prototype, d = Object.getOwnPropertyDescriptor
+  return [p, p.exec, d, d(p, "flags").get, ` + flagGetterList() + `]
+})()`)
+	if err != nil {
+		return err
+	}
+	o := v.ToObject(rt)
+	gopd, ok1 := goja.AssertFunction(o.Get("2"))
+	specObj, _ := o.Get("3").(*goja.Object)
+	spec, ok2 := goja.AssertFunction(specObj)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("jsvm: this goja lacks Object.getOwnPropertyDescriptor or RegExp.prototype.flags")
+	}
+	getters := make([]goja.Callable, len(regexFlagGetters))
+	for i := range regexFlagGetters {
+		if getters[i], ok1 = goja.AssertFunction(o.Get(fmt.Sprint(4 + i))); !ok1 {
+			return fmt.Errorf("jsvm: this goja has no RegExp.prototype.%s", regexFlagGetters[i].name)
+		}
+	}
+	proto := o.Get("0").ToObject(rt)
+	vm.regex = regexOriginals{proto: proto, exec: o.Get("1"), getOwnPropOf: gopd}
+	flags := rt.ToValue(func(c goja.FunctionCall) goja.Value {
+		rx, ok := c.This.(*goja.Object)
+		if !ok || rx.ClassName() != "RegExp" {
+			return mustCall(spec, c.This)
+		}
+		var b strings.Builder
+		for i, g := range regexFlagGetters {
+			if mustCall(getters[i], rx).ToBoolean() {
+				b.WriteString(g.letter)
+			}
+		}
+		return rt.ToValue(b.String())
+	}).(*goja.Object)
+	copyIdentity(specObj, flags)
+	if err := proto.DefineAccessorProperty("flags", flags, nil, goja.FLAG_FALSE, goja.FLAG_FALSE); err != nil {
+		return err
+	}
+	return vm.watchDefines()
+}
+
+func flagGetterList() string {
+	var b strings.Builder
+	for _, g := range regexFlagGetters {
+		fmt.Fprintf(&b, "d(p, %q).get, ", g.name)
+	}
+	return b.String()
+}
+
+// regexReadsTrue reports whether rx is a RegExp whose flags and exec,
+// wherever goja reads them, are the builtins: RegExp.prototype as its
+// prototype (whose flags cannot change) and the original exec. Nothing it
+// reads runs app code.
+func (vm *VM) regexReadsTrue(rx *goja.Object) bool {
+	r := &vm.regex
+	if rx.ClassName() != "RegExp" || rx.Prototype() != r.proto {
+		return false
+	}
+	if !r.defined {
+		return rx.Get("exec") == r.exec
+	}
+	// The slow way, with descriptors: no property of its own but
+	// lastIndex, and the prototype's exec a data property as it was.
+	if own := rx.GetOwnPropertyNames(); len(own) != 1 || own[0] != "lastIndex" {
+		return false
+	}
+	d, err := r.getOwnPropOf(goja.Undefined(), r.proto, vm.ToValue("exec"))
+	if err != nil {
+		return false
+	}
+	desc, ok := d.(*goja.Object)
+	if !ok {
+		return false
+	}
+	for _, k := range desc.GetOwnPropertyNames() {
+		if k == "value" {
+			return desc.Get("value") == r.exec
+		}
+	}
+	return false
+}
+
+// watchDefines sets regex.defined when the app's code defines a property
+// that may be exec or flags: a key that is not a plain string (its
+// conversion is app code), or any call of defineProperties.
+func (vm *VM) watchDefines() error {
+	rt := vm.Runtime
+	mayName := func(key goja.Value) bool {
+		if !goja.IsString(key) {
+			return true
+		}
+		k := key.String()
+		return k == "exec" || k == "flags"
+	}
+	object := rt.Get("Object").ToObject(rt)
+	watch := func(obj *goja.Object, name string, touches func(goja.FunctionCall) bool) error {
+		return vm.replaceMethod(obj, name, func(orig goja.Callable) func(goja.FunctionCall) goja.Value {
+			return func(c goja.FunctionCall) goja.Value {
+				if touches(c) {
+					vm.regex.defined = true
+				}
+				return mustCall(orig, c.This, c.Arguments...)
+			}
+		})
+	}
+	byKey := func(c goja.FunctionCall) bool { return mayName(c.Argument(1)) }
+	if err := watch(object, "defineProperty", byKey); err != nil {
+		return err
+	}
+	if err := watch(rt.Get("Reflect").ToObject(rt), "defineProperty", byKey); err != nil {
+		return err
+	}
+	return watch(object, "defineProperties", func(goja.FunctionCall) bool { return true })
+}
+
+// stoppableExec is rx behind a Proxy that passes every read and write
+// through to rx, but whose `exec` looks at the stop flag before each call.
+func (vm *VM) stoppableExec(rx *goja.Object) *goja.Object {
+	return vm.ToValue(vm.NewProxy(rx, &goja.ProxyTrapConfig{
+		Get: func(target *goja.Object, key string, _ goja.Value) goja.Value {
+			v := target.Get(key)
+			if key != "exec" {
+				return v
+			}
+			exec, ok := goja.AssertFunction(v)
+			if !ok {
+				return v
+			}
+			return vm.ToValue(func(c goja.FunctionCall) goja.Value {
+				vm.checkStop()
+				return mustCall(exec, target, c.Arguments...)
+			})
+		},
+		Set: func(target *goja.Object, key string, value goja.Value, _ goja.Value) bool {
+			return target.Set(key, value) == nil
+		},
+	})).(*goja.Object)
+}
