@@ -42,7 +42,7 @@ var lengthMethods = []string{
 var typedArrays = map[string]float64{
 	"ArrayBuffer": 1, "Int8Array": 1, "Uint8Array": 1, "Uint8ClampedArray": 1,
 	"Int16Array": 2, "Uint16Array": 2, "Int32Array": 4, "Uint32Array": 4,
-	"Float32Array": 4, "Float64Array": 8, "BigInt64Array": 8, "BigUint64Array": 8,
+	"Float32Array": 4, "Float64Array": 8,
 }
 
 type allocGuard struct {
