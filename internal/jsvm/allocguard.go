@@ -1,8 +1,9 @@
 package jsvm
 
 import (
+	"slices"
+
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
@@ -48,6 +49,9 @@ var typedArrays = map[string]float64{
 type allocGuard struct {
 	vm    *VM
 	limit float64
+	// pins are the array-likes whose length the running guard read
+	// (pins.go): the builtin reads it again, and must get the same.
+	pins []pin
 }
 
 func installAllocGuards(vm *VM) error {
@@ -76,10 +80,14 @@ func installAllocGuards(vm *VM) error {
 		case "join":
 			size = g.joinSize
 		case "concat":
+			// Not pinned: concat puts an object that it does not spread
+			// in its result, which must be the object, not a Proxy.
 			size = func(c goja.FunctionCall) float64 {
-				n := g.length(c.This)
-				for _, a := range c.Arguments {
-					n += g.length(a)
+				n := 0.0
+				for _, v := range append([]goja.Value{c.This}, c.Arguments...) {
+					if obj, ok := v.(*goja.Object); ok {
+						n += lengthOf(obj)
+					}
 				}
 				return n * slotBytes
 			}
@@ -130,14 +138,33 @@ func (g *allocGuard) over(size float64) bool {
 
 // wrap replaces obj[name] with a native function that checks size first.
 func (g *allocGuard) wrap(obj *goja.Object, name string, size func(goja.FunctionCall) float64) error {
+	return g.wrapPinning(obj, name, size, true)
+}
+
+// wrapPinning is wrap; pinThis false leaves this as it is, for the
+// methods of typed arrays, which take no other receiver and read their
+// length from the array itself, not from its length property.
+func (g *allocGuard) wrapPinning(obj *goja.Object, name string, size func(goja.FunctionCall) float64, pinThis bool) error {
 	return g.vm.replaceMethod(obj, name, func(orig goja.Callable) func(goja.FunctionCall) goja.Value {
 		return func(c goja.FunctionCall) goja.Value {
-			if g.over(size(c)) {
+			outer := g.pins
+			g.pins = nil
+			n := size(c)
+			pins := g.pins
+			g.pins = outer
+			if !pinThis {
+				pins = slices.DeleteFunc(pins, func(p pin) bool { return p.obj.SameAs(c.This) })
+			}
+			if g.over(n) {
 				// The interrupt fires at the next instruction; the
 				// value returned here is never seen.
 				return goja.Undefined()
 			}
-			return mustCall(orig, c.This, c.Arguments...)
+			if len(pins) == 0 {
+				return mustCall(orig, c.This, c.Arguments...)
+			}
+			this, args := g.pinned(pins, c.This, c.Arguments)
+			return unpin(pins, mustCall(orig, this, args...))
 		}
 	})
 }
@@ -171,7 +198,11 @@ func (g *allocGuard) wrapConstructor(name string, unit float64) error {
 					args = append([]goja.Value{num}, args[1:]...)
 					n = num.ToFloat()
 				case isObj:
+					outer := g.pins
+					g.pins = nil
 					n = g.length(args[0])
+					_, args = g.pinned(g.pins, nil, args)
+					g.pins = outer
 				default:
 					n = args[0].ToFloat()
 				}
@@ -227,21 +258,30 @@ func (g *allocGuard) length(v goja.Value) float64 {
 	if !ok {
 		return 0
 	}
-	return lengthOf(obj)
+	if fixedLength(obj) {
+		return lengthOf(obj)
+	}
+	for _, p := range g.pins {
+		if p.obj == obj {
+			return p.n
+		}
+	}
+	raw := obj.Get("length")
+	n := float64(toLength(raw))
+	// The Proxy answers what the guard read, as a number if reading it
+	// as one could run code (valueOf), so that it converts the same.
+	answer := raw
+	if _, isObj := raw.(*goja.Object); isObj {
+		answer = g.vm.ToValue(n)
+	} else if raw == nil {
+		answer = goja.Undefined()
+	}
+	g.pins = append(g.pins, pin{obj: obj, n: n, answer: answer})
+	return n
 }
 
 // lengthOf reads .length of an object; anything unusable counts as 0.
-func lengthOf(obj *goja.Object) float64 {
-	l := obj.Get("length")
-	if l == nil {
-		return 0
-	}
-	f := l.ToFloat()
-	if math.IsNaN(f) || f < 0 {
-		return 0
-	}
-	return math.Min(math.Floor(f), 1<<53-1)
-}
+func lengthOf(obj *goja.Object) float64 { return float64(toLength(obj.Get("length"))) }
 
 // strLen is the length of this as a string, without copying it to Go.
 func (g *allocGuard) strLen(v goja.Value) float64 {
@@ -311,14 +351,17 @@ func (g *allocGuard) installMore(rt *goja.Runtime, strProto, arrProto *goja.Obje
 		// A descriptor is an object of four properties.
 		{object, "getOwnPropertyDescriptors", func(c goja.FunctionCall) float64 { return g.ownKeys(c.Argument(0)) * 4 * propBytes }},
 		{reflect, "ownKeys", func(c goja.FunctionCall) float64 { return g.ownKeys(c.Argument(0)) * propBytes }},
-		{typedProto, "join", g.joinSize},
-		{typedProto, "toLocaleString", g.joinSize},
 		{object, "keys", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
 		{object, "values", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
 		{object, "entries", func(c goja.FunctionCall) float64 { return g.elements(c.Argument(0)) * propBytes }},
 	}
 	for _, x := range guards {
 		if err := g.wrap(x.obj, x.name, x.size); err != nil {
+			return err
+		}
+	}
+	for _, name := range []string{"join", "toLocaleString"} {
+		if err := g.wrapPinning(typedProto, name, g.joinSize, false); err != nil {
 			return err
 		}
 	}
@@ -331,7 +374,12 @@ func (g *allocGuard) elements(v goja.Value) float64 {
 	if goja.IsString(v) {
 		return g.strLen(v)
 	}
-	return g.length(v)
+	// Not pinned: the builtins sized by it list own keys, and never read
+	// the length themselves.
+	if obj, ok := v.(*goja.Object); ok {
+		return lengthOf(obj)
+	}
+	return 0
 }
 
 // replaced bounds the length of a string replace's result when the pattern

@@ -66,9 +66,19 @@ func (vm *VM) guardFlat(proto *goja.Object) error {
 			args := append([]goja.Value{vm.ToValue(func(cb goja.FunctionCall) goja.Value {
 				v := mustCall(fn, cb.This, cb.Arguments...)
 				if a, ok := isArray(v); ok && g != nil {
+					outer := g.pins
+					g.pins = nil
 					total += g.length(a)
+					pins := g.pins
+					g.pins = outer
 					if g.over(total * slotBytes) {
 						return goja.Undefined()
+					}
+					if len(pins) > 0 {
+						// A Proxy of an array: flatMap reads its length
+						// again (pins.go).
+						_, out := g.pinned(pins, nil, []goja.Value{v})
+						return out[0]
 					}
 				}
 				return v

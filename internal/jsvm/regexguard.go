@@ -169,7 +169,7 @@ func (vm *VM) watchDefines() error {
 func (vm *VM) stoppableExec(rx *goja.Object) *goja.Object {
 	return vm.ToValue(vm.NewProxy(rx, &goja.ProxyTrapConfig{
 		Get: func(target *goja.Object, key string, _ goja.Value) goja.Value {
-			v := target.Get(key)
+			v := orUndefined(target.Get(key))
 			if key != "exec" {
 				return v
 			}
