@@ -151,9 +151,12 @@ func (vm *VM) guardRegex(proto *goja.Object, name string, sym *goja.Symbol) erro
 				})
 			}
 		}
-		if sym == goja.SymReplace || sym == goja.SymMatch {
+		if sym == goja.SymReplace || sym == goja.SymMatch || sym == goja.SymSplit {
 			if rx, ok := this.(*goja.Object); ok && !vm.regexReadsTrue(rx) {
 				this = vm.stoppableExec(rx) // regexguard.go
+				outer := vm.regex.results
+				vm.regex.results = nil
+				defer func() { vm.regex.results = outer }()
 			}
 		}
 		start := time.Now()
@@ -161,6 +164,7 @@ func (vm *VM) guardRegex(proto *goja.Object, name string, sym *goja.Symbol) erro
 		if err != nil {
 			panic(err)
 		}
+		v = unpin(vm.regex.results, v) // a match returns exec's result
 		if time.Since(start)-inJS >= RegexLimit {
 			vm.stopRunning(causeRegex)
 			vm.throw(vm.builtins.rangeError, fmt.Sprintf("a regular expression ran for more than %v", RegexLimit))

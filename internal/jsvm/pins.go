@@ -50,7 +50,7 @@ func (g *allocGuard) pinned(pins []pin, this goja.Value, args []goja.Value) (goj
 		for i := range pins {
 			if pins[i].obj == obj {
 				if pins[i].proxy == nil {
-					pins[i].proxy = g.pinProxy(pins[i].obj, pins[i].answer)
+					pins[i].proxy = g.vm.pinProxy(pins[i].obj, pins[i].answer)
 				}
 				return pins[i].proxy
 			}
@@ -70,8 +70,8 @@ func (g *allocGuard) pinned(pins []pin, this goja.Value, args []goja.Value) (goj
 // pinProxy is obj behind a Proxy whose length is length. Its methods are
 // called on obj itself: a typed array's values(), which Array.from calls
 // through Symbol.iterator, takes no other receiver.
-func (g *allocGuard) pinProxy(obj *goja.Object, length goja.Value) *goja.Object {
-	rt := g.vm.Runtime
+func (vm *VM) pinProxy(obj *goja.Object, length goja.Value) *goja.Object {
+	rt := vm.Runtime
 	onTarget := func(target *goja.Object, v goja.Value) goja.Value {
 		if fn, ok := goja.AssertFunction(v); ok {
 			return rt.ToValue(func(c goja.FunctionCall) goja.Value { return mustCall(fn, target, c.Arguments...) })

@@ -26,10 +26,15 @@ type regexOriginals struct {
 	proto        *goja.Object
 	exec         goja.Value
 	getOwnPropOf goja.Callable
+	hasOwn       goja.Callable // Object.prototype.hasOwnProperty
+	ctor         goja.Value    // RegExp, the species when none is given
+	// results are the exec results behind a pin during the running
+	// replace, match or split, to give back where one is returned.
+	results []pin
 	// defined is set once the app's code has defined a property that
-	// could be named exec or flags (defineProperty and its kin): only
-	// such a define makes either an accessor, whose getter would run
-	// when read. Until then a Get reads them without running app code.
+	// could be named exec (defineProperty and its kin): only such a
+	// define makes an existing property an accessor, whose getter would
+	// run when read. Until then a Get of an own exec runs no app code.
 	defined bool
 }
 
@@ -50,26 +55,27 @@ func (vm *VM) takeRegexOriginals() error {
 	rt := vm.Runtime
 	v, err := vm.RunString(`(() => {
   const p = RegExp.prototype, d = Object.getOwnPropertyDescriptor
-  return [p, p.exec, d, d(p, "flags").get, ` + flagGetterList() + `]
+  return [p, p.exec, d, Object.prototype.hasOwnProperty, d(p, "flags").get, ` + flagGetterList() + `]
 })()`)
 	if err != nil {
 		return err
 	}
 	o := v.ToObject(rt)
 	gopd, ok1 := goja.AssertFunction(o.Get("2"))
-	specObj, _ := o.Get("3").(*goja.Object)
+	hasOwn, ok3 := goja.AssertFunction(o.Get("3"))
+	specObj, _ := o.Get("4").(*goja.Object)
 	spec, ok2 := goja.AssertFunction(specObj)
-	if !ok1 || !ok2 {
+	if !ok1 || !ok2 || !ok3 {
 		return fmt.Errorf("jsvm: this goja lacks Object.getOwnPropertyDescriptor or RegExp.prototype.flags")
 	}
 	getters := make([]goja.Callable, len(regexFlagGetters))
 	for i := range regexFlagGetters {
-		if getters[i], ok1 = goja.AssertFunction(o.Get(fmt.Sprint(4 + i))); !ok1 {
+		if getters[i], ok1 = goja.AssertFunction(o.Get(fmt.Sprint(5 + i))); !ok1 {
 			return fmt.Errorf("jsvm: this goja has no RegExp.prototype.%s", regexFlagGetters[i].name)
 		}
 	}
 	proto := o.Get("0").ToObject(rt)
-	vm.regex = regexOriginals{proto: proto, exec: o.Get("1"), getOwnPropOf: gopd}
+	vm.regex = regexOriginals{proto: proto, exec: o.Get("1"), getOwnPropOf: gopd, hasOwn: hasOwn, ctor: rt.Get("RegExp")}
 	flags := rt.ToValue(func(c goja.FunctionCall) goja.Value {
 		rx, ok := c.This.(*goja.Object)
 		if !ok || rx.ClassName() != "RegExp" {
@@ -99,22 +105,28 @@ func flagGetterList() string {
 }
 
 // regexReadsTrue reports whether rx is a RegExp whose flags and exec,
-// wherever goja reads them, are the builtins: RegExp.prototype as its
-// prototype (whose flags cannot change) and the original exec. Nothing it
-// reads runs app code.
+// wherever goja reads them, are the builtins: no property of its own but
+// lastIndex (however it was made: a class field, Reflect.set with rx as
+// the receiver), RegExp.prototype as its prototype (whose flags cannot
+// change), and that prototype's own exec the original. Nothing it reads
+// runs app code.
 func (vm *VM) regexReadsTrue(rx *goja.Object) bool {
 	r := &vm.regex
 	if rx.ClassName() != "RegExp" || rx.Prototype() != r.proto {
 		return false
 	}
-	if !r.defined {
-		return rx.Get("exec") == r.exec
-	}
-	// The slow way, with descriptors: no property of its own but
-	// lastIndex, and the prototype's exec a data property as it was.
 	if own := rx.GetOwnPropertyNames(); len(own) != 1 || own[0] != "lastIndex" {
 		return false
 	}
+	// exec must be the prototype's own: a deleted one would be looked
+	// up further along, where a getter may stand.
+	if own, err := r.hasOwn(r.proto, vm.ToValue("exec")); err != nil || !own.ToBoolean() {
+		return false
+	}
+	if !r.defined {
+		return r.proto.Get("exec") == r.exec
+	}
+	// An accessor may stand there: read its descriptor instead.
 	d, err := r.getOwnPropOf(goja.Undefined(), r.proto, vm.ToValue("exec"))
 	if err != nil {
 		return false
@@ -140,8 +152,7 @@ func (vm *VM) watchDefines() error {
 		if !goja.IsString(key) {
 			return true
 		}
-		k := key.String()
-		return k == "exec" || k == "flags"
+		return key.String() == "exec"
 	}
 	object := rt.Get("Object").ToObject(rt)
 	watch := func(obj *goja.Object, name string, touches func(goja.FunctionCall) bool) error {
@@ -164,26 +175,77 @@ func (vm *VM) watchDefines() error {
 	return watch(object, "defineProperties", func(goja.FunctionCall) bool { return true })
 }
 
+// maxExecResult bounds the length of what an exec returns on the generic
+// path: goja sizes the list of captures by it in one step, and a length
+// of 2**31 asked for 32 GiB. A regex has at most a few thousand groups.
+const maxExecResult = 100_000
+
 // stoppableExec is rx behind a Proxy that passes every read and write
-// through to rx, but whose `exec` looks at the stop flag before each call.
+// through to rx, but whose exec looks at the stop flag before each call
+// and answers a result no longer than maxExecResult, whose length stays
+// what was read (pins.go). Its species, which split constructs, is
+// made the same way.
 func (vm *VM) stoppableExec(rx *goja.Object) *goja.Object {
 	return vm.ToValue(vm.NewProxy(rx, &goja.ProxyTrapConfig{
 		Get: func(target *goja.Object, key string, _ goja.Value) goja.Value {
 			v := orUndefined(target.Get(key))
-			if key != "exec" {
-				return v
+			switch key {
+			case "exec":
+				if exec, ok := goja.AssertFunction(v); ok {
+					return vm.ToValue(func(c goja.FunctionCall) goja.Value {
+						vm.checkStop()
+						return vm.execResult(mustCall(exec, target, c.Arguments...))
+					})
+				}
+			case "constructor":
+				if c, ok := v.(*goja.Object); ok {
+					return vm.stoppableSpecies(c)
+				}
 			}
-			exec, ok := goja.AssertFunction(v)
-			if !ok {
-				return v
-			}
-			return vm.ToValue(func(c goja.FunctionCall) goja.Value {
-				vm.checkStop()
-				return mustCall(exec, target, c.Arguments...)
-			})
+			return v
 		},
 		Set: func(target *goja.Object, key string, value goja.Value, _ goja.Value) bool {
 			return target.Set(key, value) == nil
 		},
 	})).(*goja.Object)
+}
+
+// execResult checks and pins what an exec returned.
+func (vm *VM) execResult(v goja.Value) goja.Value {
+	res, ok := v.(*goja.Object)
+	if !ok {
+		return v
+	}
+	raw := res.Get("length")
+	n := toLength(raw)
+	if n > maxExecResult {
+		vm.throw(vm.builtins.rangeError, fmt.Sprintf("exec returned a result of length %d, over the %d a regex can capture", n, maxExecResult))
+	}
+	if fixedLength(res) {
+		return res
+	}
+	pinned := vm.pinProxy(res, vm.ToValue(n))
+	vm.regex.results = append(vm.regex.results, pin{obj: res, proxy: pinned})
+	return pinned
+}
+
+// stoppableSpecies stands for the constructor c of a regex on the generic
+// path: its Symbol.species makes what c's would, behind stoppableExec.
+func (vm *VM) stoppableSpecies(c *goja.Object) *goja.Object {
+	holder := vm.NewObject()
+	species := vm.ToValue(func(call goja.ConstructorCall) *goja.Object {
+		var ctor goja.Value = vm.regex.ctor
+		if s := c.GetSymbol(goja.SymSpecies); s != nil && !goja.IsUndefined(s) && !goja.IsNull(s) {
+			ctor = s
+		}
+		made, err := vm.New(ctor, call.Arguments...)
+		if err != nil {
+			panic(err)
+		}
+		return vm.stoppableExec(made)
+	})
+	if err := holder.SetSymbol(goja.SymSpecies, species); err != nil {
+		panic(err)
+	}
+	return holder
 }

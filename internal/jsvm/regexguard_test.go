@@ -30,6 +30,23 @@ export function protoExecGetter() {
   Object.defineProperty(new Proxy(RegExp.prototype, {}), "exec", { get() { return n++ % 2 ? Object : exec }, configurable: true })
   return "aXa".replace(/a/g, "b")
 }
+export function ownFlagsByReceiver() { const rx = /a/; Reflect.set({}, "flags", "g", rx); return "aaa".replace(rx, "b") }
+export function ownFlagsByClassField() { class B { constructor(o) { return o } } class S extends B { flags = "g" } const rx = /a/; new S(rx); return "aaa".match(rx) }
+export function execGetterBelowProto() {
+  const orig = RegExp.prototype.exec; let n = 0
+  Object.setPrototypeOf(RegExp.prototype, { get exec() { return n++ === 0 ? orig : Object } })
+  delete RegExp.prototype.exec
+  return "aXa".replace(/a/g, "b")
+}
+export function hugeExecResult() { class R extends RegExp { exec() { return { length: 2 ** 31, 0: "a", index: 0 } } } return "a".replace(new R("a"), "b") }
+export function hugeExecResultArray() { class R extends RegExp { exec() { const a = ["a"]; a.length = 2 ** 31; a.index = 0; return a } } return "a".replace(new R("a"), "b") }
+export function splitHugeResult() { class R extends RegExp { exec() { this.lastIndex = 1; return { length: 2 ** 36 } } } return "ab".split(new R("a")) }
+export function splitNativeExec() { class R extends RegExp { exec() { this.lastIndex = this.lastIndex + 1; return Object("a") } } return "a".repeat(1e6).split(new R("a")).length }
+export function customizedSplit() {
+  class R extends RegExp {}
+  const own = /-/; own.note = 1
+  return ["a-b-c".split(new R("-")), "a-b".split(own), "x1y".split(new R("(\\d)")), (() => { class M extends RegExp { exec(s) { return super.exec(s) } } return "a".match(new M("a")) instanceof Array })()]
+}
 export function protoGlobal() { Object.defineProperty(RegExp.prototype, "global", { get() { return true } }); return "aaa".replace(/a/, "b") }
 export function ok(doc) { return { channels: ["jobs"], id: doc.id } }
 `
@@ -52,11 +69,18 @@ func TestRegexGenericPathStops(t *testing.T) {
 	if got := mustJSON(t, newTestPool(t, "access.js", genericRegexModule, Options{Size: 1}), "protoExecGetter"); got != `"bXb"` {
 		t.Fatalf("protoExecGetter: got %s", got)
 	}
+	// exec deleted, a getter below: read once, by goja, through the Proxy.
+	if got := mustJSON(t, newTestPool(t, "access.js", genericRegexModule, Options{Size: 1}), "execGetterBelowProto"); got != `"bXb"` {
+		t.Fatalf("execGetterBelowProto: got %s", got)
+	}
+	if got, want := mustJSON(t, p, "customizedSplit"), `[["a","b","c"],["a","b"],["x","1","y"],true]`; got != want {
+		t.Fatalf("customizedSplit: got %s want %s", got, want)
+	}
 	// A global that lies no longer reaches flags: one replacement.
 	if got := mustJSON(t, newTestPool(t, "access.js", genericRegexModule, Options{Size: 1}), "protoGlobal"); got != `"baa"` {
 		t.Fatalf("protoGlobal: got %s", got)
 	}
-	for _, name := range []string{"lyingFlags", "ownFlags", "nativeExec", "protoExec"} {
+	for _, name := range []string{"lyingFlags", "ownFlags", "nativeExec", "protoExec", "ownFlagsByReceiver", "ownFlagsByClassField", "hugeExecResult", "hugeExecResultArray", "splitHugeResult", "splitNativeExec"} {
 		t.Run(name, func(t *testing.T) {
 			p := newTestPool(t, "access.js", genericRegexModule, Options{Size: 2, Deadline: 500 * time.Millisecond})
 			start := time.Now()
