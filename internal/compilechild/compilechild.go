@@ -16,9 +16,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -38,6 +38,15 @@ const DefaultTimeout = 10 * time.Second
 // cannot fork the machine to a halt; later ones wait.
 const maxChildren = 2
 
+// childStack is the child's stack limit, far below Go's 1 GB: what the
+// child survives, the server compiles again, and code nested deep enough
+// to take a gigabyte of stack would cost the server that gigabyte.
+const childStack = 128 << 20
+
+// ack is what a child writes once its compile came back: an exit status
+// of 0 alone could come from another program at the executable's path.
+const ack = "handoff compile child: done\n"
+
 // job is what the parent sends the child on its stdin.
 type job struct {
 	File   string `json:"file"`
@@ -54,12 +63,14 @@ func Serve() {
 	if os.Getenv(envVar) != "1" {
 		return
 	}
+	debug.SetMaxStack(childStack)
 	var j job
 	if err := json.NewDecoder(os.Stdin).Decode(&j); err != nil {
 		fmt.Fprintln(os.Stderr, "compile child: reading the job:", err)
 		os.Exit(2)
 	}
 	_, _ = jsvm.Compile(j.File, j.Source)
+	fmt.Print(ack)
 	os.Exit(0)
 }
 
@@ -96,7 +107,7 @@ func (c *Checker) Check(ctx context.Context, file, source string) error {
 	select {
 	case c.slots <- struct{}{}:
 	case <-ctx.Done():
-		return ctx.Err()
+		return errs.New(errs.Unavailable, "the deploy was cancelled while it waited to compile %s: %v", file, ctx.Err())
 	}
 	defer func() { <-c.slots }()
 
@@ -107,20 +118,23 @@ func (c *Checker) Check(ctx context.Context, file, source string) error {
 	cctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, c.exe)
-	cmd.Env = append(os.Environ(), envVar+"=1")
+	// Nothing of the server's environment: its tokens and database URLs
+	// are no business of a compile.
+	cmd.Env = []string{envVar + "=1"}
 	cmd.Stdin = bytes.NewReader(in)
-	cmd.Stdout = io.Discard
-	var stderr head
-	cmd.Stderr = &stderr
+	var stdout, stderr head
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = time.Second
 	err = cmd.Run()
 	switch {
-	case err == nil:
+	case err == nil && stdout.String() == ack:
 		return nil
+	case err == nil:
+		return errs.New(errs.Unavailable, "the program at %s did not answer as handoff's compile child; if the server's executable was replaced, restart the server", c.exe)
 	case cctx.Err() != nil && ctx.Err() == nil:
 		return errs.New(errs.Invalid, "%s took more than %v to compile, and was stopped; an expression thousands of operators long (a chain of + or commas) compiles in time that grows with the square of its length, so split it into smaller ones", file, c.timeout)
 	case ctx.Err() != nil:
-		return ctx.Err()
+		return errs.New(errs.Unavailable, "the deploy was cancelled while %s compiled: %v", file, ctx.Err())
 	}
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) {
@@ -129,7 +143,7 @@ func (c *Checker) Check(ctx context.Context, file, source string) error {
 	if strings.Contains(stderr.String(), "stack overflow") || strings.Contains(stderr.String(), "stack exceeds") {
 		return errs.New(errs.Invalid, "%s nests too deeply to compile: the compiler ran out of stack; nest brackets, functions and operators less deeply (tens of levels, not hundreds of thousands), or split long chains of operators", file)
 	}
-	return errs.New(errs.Invalid, "compiling %s ended the compiler (%s); make the file smaller or simpler", file, firstLine(stderr.String()))
+	return errs.New(errs.Invalid, "compiling %s ended the compiler (%s, %s); make the file smaller or simpler", file, exit.String(), firstLine(stderr.String()))
 }
 
 // head keeps the first 4 KiB written to it: a fatal error's first lines

@@ -2,6 +2,7 @@ package compilechild
 
 import (
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,8 @@ func TestDeepNestingEndsOnlyTheChild(t *testing.T) {
 	for _, src := range []string{
 		"export const a = " + strings.Repeat("[", 1e6),
 		"export const a = " + strings.Repeat("x => ", 2e5) + "1",
+		// Fine at Go's 1 GB, but that gigabyte would be the server's too.
+		"export const a = " + strings.Repeat("[", 1e5) + strings.Repeat("]", 1e5),
 	} {
 		err := c.Check(t.Context(), "backend.js", src)
 		if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "backend.js nests too deeply") {
@@ -63,4 +66,18 @@ func TestSlowCompileIsStopped(t *testing.T) {
 		t.Fatalf("got %v, want invalid: took more than 1s", err)
 	}
 	t.Logf("refused after %v", time.Since(start))
+}
+
+// TestAnotherProgramIsNoChild: a program at the executable's path that
+// exits 0 without the child's answer (the server's binary replaced) does
+// not pass for a compile that came back.
+func TestAnotherProgramIsNoChild(t *testing.T) {
+	exe, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip("no true(1) here:", err)
+	}
+	err = New(exe, 0).Check(t.Context(), "access.js", "export default function () {}")
+	if !errs.Is(err, errs.Unavailable) || !strings.Contains(err.Error(), "did not answer") {
+		t.Fatalf("got %v, want unavailable: did not answer", err)
+	}
 }
