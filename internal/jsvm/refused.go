@@ -76,15 +76,28 @@ func installRefusals(vm *VM) error {
 
 	// A refused constructor keeps the original's prototype, name and
 	// length, so instanceof and Function.prototype work as before.
+	// One string is answered, not compiled: Function("return this"), the
+	// way lodash and many bundles find the global object.
+	returnThis := rt.ToValue(func(goja.FunctionCall) goja.Value { return global }).(*goja.Object)
 	refuse := func(orig *goja.Object, what string) (*goja.Object, error) {
-		fn := rt.ToValue(func(goja.ConstructorCall) *goja.Object { panic(vm.codegenError(what)) }).(*goja.Object)
+		fn := rt.ToValue(func(c goja.ConstructorCall) *goja.Object {
+			if what == "new Function" && len(c.Arguments) == 1 && goja.IsString(c.Arguments[0]) && c.Arguments[0].String() == "return this" {
+				return returnThis
+			}
+			panic(vm.codegenError(what))
+		}).(*goja.Object)
 		copyIdentity(orig, fn)
 		return fn, fn.Set("prototype", orig.Get("prototype"))
 	}
 	// A call of the refusing eval is never a direct eval: goja compares
 	// the callee with its own eval, so the call reaches this function.
 	eval := rt.Get("eval").ToObject(rt)
-	noEval := rt.ToValue(func(goja.FunctionCall) goja.Value { panic(vm.codegenError("eval")) }).(*goja.Object)
+	noEval := rt.ToValue(func(c goja.FunctionCall) goja.Value {
+		if len(c.Arguments) == 1 && goja.IsString(c.Arguments[0]) && c.Arguments[0].String() == "this" {
+			return global // eval("this"), the same question
+		}
+		panic(vm.codegenError("eval"))
+	}).(*goja.Object)
 	copyIdentity(eval, noEval)
 	if err := global.DefineDataProperty("eval", noEval, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
 		return err

@@ -25,6 +25,7 @@ export function functionsStillWork() {
     (() => 1) instanceof Function, (async () => {}) instanceof Function, typeof Function, Function.name,
     (function () {}).constructor === Function, Object.getPrototypeOf(() => 1) === Function.prototype,
     Function.prototype.call.call((x) => x + 1, null, 1), Math.max.bind(null, 2)(1), typeof eval,
+    Function("return this")() === globalThis, new Function("return this")() === globalThis, (0, eval)("this") === globalThis,
   ]
 }
 export function bigIntGone() {
@@ -46,7 +47,7 @@ func TestCodeFromStringsRefused(t *testing.T) {
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
-	if got, want := mustJSON(t, p, "functionsStillWork"), `[true,true,"function","Function",true,true,2,2,"function"]`; got != want {
+	if got, want := mustJSON(t, p, "functionsStillWork"), `[true,true,"function","Function",true,true,2,2,"function",true,true,true]`; got != want {
 		t.Fatalf("functions: got %s want %s", got, want)
 	}
 }
