@@ -28,13 +28,15 @@ type regexOriginals struct {
 	getOwnPropOf goja.Callable
 	hasOwn       goja.Callable // Object.prototype.hasOwnProperty
 	ctor         goja.Value    // RegExp, the species when none is given
+	flags        goja.Value    // the truthful flags getter
 	// results are the exec results behind a pin during the running
 	// replace, match or split, to give back where one is returned.
 	results []pin
 	// defined is set once the app's code has defined a property that
-	// could be named exec (defineProperty and its kin): only such a
-	// define makes an existing property an accessor, whose getter would
-	// run when read. Until then a Get of an own exec runs no app code.
+	// could be named exec or flags (defineProperty and its kin): only
+	// such a define makes exec an accessor, whose getter would run when
+	// read, or puts another getter in flags' place. Until then the
+	// prototype's own exec and flags are as they were or plain data.
 	defined bool
 }
 
@@ -90,7 +92,10 @@ func (vm *VM) takeRegexOriginals() error {
 		return rt.ToValue(b.String())
 	}).(*goja.Object)
 	copyIdentity(specObj, flags)
-	if err := proto.DefineAccessorProperty("flags", flags, nil, goja.FLAG_FALSE, goja.FLAG_FALSE); err != nil {
+	vm.regex.flags = flags
+	// Configurable, as the spec's: a shim may redefine it, and from then
+	// on no regex of this runtime is taken as plain (regexReadsTrue).
+	if err := proto.DefineAccessorProperty("flags", flags, nil, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
 		return err
 	}
 	return vm.watchDefines()
@@ -118,16 +123,24 @@ func (vm *VM) regexReadsTrue(rx *goja.Object) bool {
 	if own := rx.GetOwnPropertyNames(); len(own) != 1 || own[0] != "lastIndex" {
 		return false
 	}
-	// exec must be the prototype's own: a deleted one would be looked
-	// up further along, where a getter may stand.
-	if own, err := r.hasOwn(r.proto, vm.ToValue("exec")); err != nil || !own.ToBoolean() {
-		return false
+	// exec and flags must be the prototype's own: a deleted one would
+	// be looked up further along, where a getter may stand.
+	for _, name := range []string{"exec", "flags"} {
+		if own, err := r.hasOwn(r.proto, vm.ToValue(name)); err != nil || !own.ToBoolean() {
+			return false
+		}
 	}
 	if !r.defined {
 		return r.proto.Get("exec") == r.exec
 	}
-	// An accessor may stand there: read its descriptor instead.
-	d, err := r.getOwnPropOf(goja.Undefined(), r.proto, vm.ToValue("exec"))
+	// An accessor may stand in either place: read their descriptors.
+	return vm.ownField(r.proto, "exec", "value", r.exec) && vm.ownField(r.proto, "flags", "get", r.flags)
+}
+
+// ownField reports whether obj's own property name has field (value or
+// get) want, reading only the fresh descriptor's own properties.
+func (vm *VM) ownField(obj *goja.Object, name, field string, want goja.Value) bool {
+	d, err := vm.regex.getOwnPropOf(goja.Undefined(), obj, vm.ToValue(name))
 	if err != nil {
 		return false
 	}
@@ -136,8 +149,8 @@ func (vm *VM) regexReadsTrue(rx *goja.Object) bool {
 		return false
 	}
 	for _, k := range desc.GetOwnPropertyNames() {
-		if k == "value" {
-			return desc.Get("value") == r.exec
+		if k == field {
+			return desc.Get(field) == want
 		}
 	}
 	return false
@@ -152,7 +165,7 @@ func (vm *VM) watchDefines() error {
 		if !goja.IsString(key) {
 			return true
 		}
-		return key.String() == "exec"
+		return key.String() == "exec" || key.String() == "flags"
 	}
 	object := rt.Get("Object").ToObject(rt)
 	watch := func(obj *goja.Object, name string, touches func(goja.FunctionCall) bool) error {
