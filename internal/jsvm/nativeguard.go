@@ -48,6 +48,9 @@ func installNativeGuards(vm *VM) error {
 	if err := vm.takeRegexOriginals(); err != nil {
 		return err
 	}
+	if err := vm.guardRegexCompile(); err != nil {
+		return err
+	}
 	proto := rt.Get("RegExp").ToObject(rt).Get("prototype").ToObject(rt)
 	for _, name := range regexMethods {
 		if err := vm.guardRegex(proto, name, nil); err != nil {

@@ -1,0 +1,114 @@
+package jsvm
+
+import (
+	"fmt"
+
+	"github.com/dop251/goja"
+)
+
+// maxRegexNesting bounds how deeply a pattern compiled at run time nests
+// its groups. goja compiles nested lookaheads in time that grows faster
+// than their depth, natively: 40,000 of them took 11 s, 100,000 over a
+// minute, past every deadline. Patterns people write nest a few levels.
+const maxRegexNesting = 1000
+
+// guardRegexCompile puts a Proxy in front of RegExp that refuses a
+// pattern string nested deeper than maxRegexNesting, and a wrapper in
+// front of RegExp.prototype.compile. A pattern given as a regex was
+// checked when it was made. RegExp.prototype.constructor names the Proxy,
+// so /a/.constructor === RegExp still holds.
+func (vm *VM) guardRegexCompile() error {
+	rt := vm.Runtime
+	target := rt.Get("RegExp").ToObject(rt)
+	ctor, ok := goja.AssertConstructor(target)
+	call, ok2 := goja.AssertFunction(target)
+	if !ok || !ok2 {
+		return nil
+	}
+	check := func(args []goja.Value) []goja.Value {
+		if len(args) == 0 {
+			return args
+		}
+		var flags goja.Value = goja.Undefined()
+		if len(args) > 1 {
+			flags = args[1]
+		}
+		pattern := args[0]
+		if obj, isObj := pattern.(*goja.Object); isObj {
+			if obj.ClassName() == "RegExp" {
+				return args // compiled, and checked, when it was made
+			}
+			// Regex-like (a Proxy of one, say): its source and flags,
+			// read once here as the spec reads them, and passed on as
+			// strings, so that what is checked is what compiles.
+			if m := obj.GetSymbol(goja.SymMatch); m != nil && m.ToBoolean() {
+				pattern = obj.Get("source")
+				if goja.IsUndefined(flags) {
+					flags = orUndefined(obj.Get("flags"))
+				}
+			}
+		}
+		if pattern == nil || goja.IsUndefined(pattern) || isSymbol(pattern) {
+			return args
+		}
+		// Converted once, so what is checked is what compiles.
+		text := pattern.ToString()
+		if d := groupNesting(text.String()); d > maxRegexNesting {
+			vm.throw(vm.builtins.syntaxError, fmt.Sprintf("the regular expression nests its groups %d deep, over the %d allowed; nest them less deeply", d, maxRegexNesting))
+		}
+		if goja.IsUndefined(flags) {
+			return []goja.Value{text}
+		}
+		return []goja.Value{text, flags}
+	}
+	proxy := rt.ToValue(rt.NewProxy(target, &goja.ProxyTrapConfig{
+		Construct: func(_ *goja.Object, args []goja.Value, newTarget *goja.Object) *goja.Object {
+			obj, err := ctor(newTarget, check(args)...)
+			if err != nil {
+				panic(err)
+			}
+			return obj
+		},
+		Apply: func(_ *goja.Object, this goja.Value, args []goja.Value) goja.Value {
+			return mustCall(call, this, check(args)...)
+		},
+	})).(*goja.Object)
+	hasInstance := rt.ToValue(func(c goja.FunctionCall) goja.Value {
+		return rt.ToValue(ordinaryHasInstance(rt, c.This, c.Argument(0)))
+	})
+	if err := target.DefineDataPropertySymbol(goja.SymHasInstance, hasInstance, goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
+		return err
+	}
+	proto := target.Get("prototype").ToObject(rt)
+	if err := proto.DefineDataProperty("constructor", proxy, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
+		return err
+	}
+	if err := vm.replaceMethod(proto, "compile", func(orig goja.Callable) func(goja.FunctionCall) goja.Value {
+		return func(c goja.FunctionCall) goja.Value { return mustCall(orig, c.This, check(c.Arguments)...) }
+	}); err != nil {
+		return err
+	}
+	return rt.GlobalObject().DefineDataProperty("RegExp", proxy, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
+}
+
+// groupNesting is how deeply pattern nests its groups: parentheses that
+// are not escaped and not inside a character class.
+func groupNesting(pattern string) int {
+	depth, deepest, inClass := 0, 0, false
+	for i := 0; i < len(pattern); i++ {
+		switch c := pattern[i]; {
+		case c == '\\':
+			i++
+		case inClass:
+			inClass = c != ']'
+		case c == '[':
+			inClass = true
+		case c == '(':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ')':
+			depth = max(depth-1, 0)
+		}
+	}
+	return deepest
+}
