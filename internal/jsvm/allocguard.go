@@ -217,16 +217,20 @@ func (g *allocGuard) wrapConstructor(name string, unit float64) error {
 			return obj
 		},
 	})
-	// goja's proxies cannot be the right side of instanceof (they lack
-	// OrdinaryHasInstance), so give the constructor its own
-	// Symbol.hasInstance that walks the prototype chain itself.
-	hasInstance := rt.ToValue(func(c goja.FunctionCall) goja.Value {
-		return rt.ToValue(ordinaryHasInstance(rt, c.This, c.Argument(0)))
-	})
-	if err := target.DefineDataPropertySymbol(goja.SymHasInstance, hasInstance, goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
+	if err := proxiedInstanceOf(rt, target); err != nil {
 		return err
 	}
 	return rt.Set(name, proxy)
+}
+
+// proxiedInstanceOf lets a Proxy of the constructor target stand on the
+// right of instanceof: goja's proxies lack OrdinaryHasInstance, so target
+// gets its own Symbol.hasInstance that walks the prototype chain itself.
+func proxiedInstanceOf(rt *goja.Runtime, target *goja.Object) error {
+	hasInstance := rt.ToValue(func(c goja.FunctionCall) goja.Value {
+		return rt.ToValue(ordinaryHasInstance(rt, c.This, c.Argument(0)))
+	})
+	return target.DefineDataPropertySymbol(goja.SymHasInstance, hasInstance, goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE)
 }
 
 // ordinaryHasInstance is the spec's OrdinaryHasInstance(C, O) for an

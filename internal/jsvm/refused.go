@@ -42,26 +42,17 @@ func bigIntHint(text string) string {
 	return text
 }
 
-// codegenError is the EvalError a refused constructor throws.
-func (vm *VM) codegenError(what string) goja.Value {
-	msg := fmt.Sprintf("%s is not available in app code: code is compiled once, at deploy, never from strings at run time; write the function in the module instead", what)
-	ctor, _ := goja.AssertConstructor(vm.Get("EvalError"))
-	if ctor == nil {
-		return vm.NewTypeError(msg)
-	}
-	e, err := ctor(nil, vm.ToValue(msg))
-	if err != nil {
-		return vm.NewTypeError(msg)
-	}
-	return e
-}
-
 // installRefusals takes away the builtins that compile strings or make
 // BigInts; the constructors that would compile are replaced by ones that
 // throw.
 func installRefusals(vm *VM) error {
 	rt := vm.Runtime
 	global := rt.GlobalObject()
+	// Taken now: the app's code may replace the global later.
+	evalError := rt.Get("EvalError")
+	refuseCodegen := func(what string) {
+		vm.throw(evalError, fmt.Sprintf("%s is not available in app code: code is compiled once, at deploy, never from strings at run time; write the function in the module instead", what))
+	}
 	for _, name := range []string{"BigInt", "BigInt64Array", "BigUint64Array"} {
 		if err := global.Delete(name); err != nil {
 			return err
@@ -84,7 +75,8 @@ func installRefusals(vm *VM) error {
 			if what == "new Function" && len(c.Arguments) == 1 && goja.IsString(c.Arguments[0]) && c.Arguments[0].String() == "return this" {
 				return returnThis
 			}
-			panic(vm.codegenError(what))
+			refuseCodegen(what)
+			return nil
 		}).(*goja.Object)
 		copyIdentity(orig, fn)
 		return fn, fn.Set("prototype", orig.Get("prototype"))
@@ -96,7 +88,8 @@ func installRefusals(vm *VM) error {
 		if len(c.Arguments) == 1 && goja.IsString(c.Arguments[0]) && c.Arguments[0].String() == "this" {
 			return global // eval("this"), the same question
 		}
-		panic(vm.codegenError("eval"))
+		refuseCodegen("eval")
+		return nil
 	}).(*goja.Object)
 	copyIdentity(eval, noEval)
 	if err := global.DefineDataProperty("eval", noEval, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {

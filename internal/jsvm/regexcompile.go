@@ -73,10 +73,7 @@ func (vm *VM) guardRegexCompile() error {
 			return mustCall(call, this, check(args)...)
 		},
 	})).(*goja.Object)
-	hasInstance := rt.ToValue(func(c goja.FunctionCall) goja.Value {
-		return rt.ToValue(ordinaryHasInstance(rt, c.This, c.Argument(0)))
-	})
-	if err := target.DefineDataPropertySymbol(goja.SymHasInstance, hasInstance, goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
+	if err := proxiedInstanceOf(rt, target); err != nil {
 		return err
 	}
 	proto := target.Get("prototype").ToObject(rt)

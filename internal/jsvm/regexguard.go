@@ -29,6 +29,7 @@ type regexOriginals struct {
 	hasOwn       goja.Callable // Object.prototype.hasOwnProperty
 	ctor         goja.Value    // RegExp, the species when none is given
 	flags        goja.Value    // the truthful flags getter
+	names        [2]goja.Value // "exec" and "flags", made once
 	// results are the exec results behind a pin during the running
 	// replace, match or split, to give back where one is returned.
 	results []pin
@@ -50,9 +51,9 @@ var regexFlagGetters = []struct{ name, letter string }{
 // prototype a flags getter that, for a regex, says what the regex is:
 // the spec's getter asks this.global and the rest, which a subclass or the
 // app's code may redefine. Unlike those, flags is not one of the
-// properties whose change turns goja's fast paths off, so it is made
-// fixed, and the generic path can trust a regex's flags unless the regex
-// or its prototype has its own (regexReadsTrue).
+// properties whose change turns goja's fast paths off, so replacing it
+// costs nothing, and the generic path can trust a regex's flags while
+// this getter stands (regexReadsTrue).
 func (vm *VM) takeRegexOriginals() error {
 	rt := vm.Runtime
 	v, err := vm.RunString(`(() => {
@@ -77,7 +78,8 @@ func (vm *VM) takeRegexOriginals() error {
 		}
 	}
 	proto := o.Get("0").ToObject(rt)
-	vm.regex = regexOriginals{proto: proto, exec: o.Get("1"), getOwnPropOf: gopd, hasOwn: hasOwn, ctor: rt.Get("RegExp")}
+	vm.regex = regexOriginals{proto: proto, exec: o.Get("1"), getOwnPropOf: gopd, hasOwn: hasOwn, ctor: rt.Get("RegExp"),
+		names: [2]goja.Value{rt.ToValue("exec"), rt.ToValue("flags")}}
 	flags := rt.ToValue(func(c goja.FunctionCall) goja.Value {
 		rx, ok := c.This.(*goja.Object)
 		if !ok || rx.ClassName() != "RegExp" {
@@ -112,9 +114,8 @@ func flagGetterList() string {
 // regexReadsTrue reports whether rx is a RegExp whose flags and exec,
 // wherever goja reads them, are the builtins: no property of its own but
 // lastIndex (however it was made: a class field, Reflect.set with rx as
-// the receiver), RegExp.prototype as its prototype (whose flags cannot
-// change), and that prototype's own exec the original. Nothing it reads
-// runs app code.
+// the receiver), RegExp.prototype as its prototype, and that prototype's
+// own exec and flags the originals. Nothing it reads runs app code.
 func (vm *VM) regexReadsTrue(rx *goja.Object) bool {
 	r := &vm.regex
 	if rx.ClassName() != "RegExp" || rx.Prototype() != r.proto {
@@ -125,8 +126,8 @@ func (vm *VM) regexReadsTrue(rx *goja.Object) bool {
 	}
 	// exec and flags must be the prototype's own: a deleted one would
 	// be looked up further along, where a getter may stand.
-	for _, name := range []string{"exec", "flags"} {
-		if own, err := r.hasOwn(r.proto, vm.ToValue(name)); err != nil || !own.ToBoolean() {
+	for _, name := range r.names {
+		if own, err := r.hasOwn(r.proto, name); err != nil || !own.ToBoolean() {
 			return false
 		}
 	}
