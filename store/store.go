@@ -52,8 +52,9 @@ type Store interface {
 type Capabilities struct {
 	Grants GrantWatcher
 	Apps   AppWatcher
-	Nonces NonceKeeper
-	Heads  HeadHinter
+	Nonces      NonceKeeper
+	Heads       HeadHinter
+	Revocations RevocationAnnouncer
 	// CommitClaims: Commit honours EventSpec.ClaimUntil.
 	CommitClaims bool
 	// SharedTicks: other nodes take the store's ticks too, so a running
@@ -184,6 +185,17 @@ type GrantWatcher interface {
 // caches when it changes an app.
 type AppWatcher interface {
 	WatchApps(fn func(appID int64))
+}
+
+// RevocationAnnouncer is a Store shared by several nodes that carries
+// word of a revoked credential (a token signed out or replaced, a device
+// revoked, a user removed) to every node, so each ends the live feeds
+// the credential opened. fn hears of revocations made on any node, its
+// own included; it must not block. A store used by one process need not
+// implement it: the engine tells its own feeds.
+type RevocationAnnouncer interface {
+	AnnounceRevoked(ctx context.Context, user string) error
+	WatchRevoked(fn func(user string))
 }
 
 // NonceKeeper is a Store shared by several nodes that remembers the

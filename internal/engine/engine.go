@@ -93,6 +93,9 @@ type Engine struct {
 	fresh sync.Map // app ID -> *appCode
 	// feeds fans commits out to live subscribers.
 	feeds *feed.Hub
+	// open holds the open feeds, to wake when a reader may have lost its
+	// right to read (revoke.go).
+	open openFeeds
 	// id keeps the users and devices (package identity).
 	id *identity.Service
 	// secrets caches each app's opened secrets for its handlers.
@@ -133,6 +136,9 @@ func New(st store.Store, o Options) *Engine {
 	}
 	if aw := e.caps.Apps; aw != nil {
 		aw.WatchApps(e.appChanged)
+	}
+	if rv := e.caps.Revocations; rv != nil {
+		rv.WatchRevoked(e.revokedHere)
 	}
 	e.feeds = feed.NewHub(st, o.FeedLimits)
 	st.Watch(e.feeds.Notify)
@@ -215,6 +221,7 @@ func (e *Engine) appChanged(appID int64) {
 	e.mu.Unlock()
 	e.secrets.Delete(appID)
 	e.live.Load().Changed(appID)
+	e.open.wake(func(f *Feed) bool { return f.appID == appID })
 }
 
 // grantsChanged drops the cached permissions of an app whose live grants
@@ -243,6 +250,7 @@ func (e *Engine) forgetApp(ref string) {
 	e.gen.Add(1)
 	delete(e.apps, ref)
 	e.mu.Unlock()
+	e.open.wake(func(f *Feed) bool { return f.ref == ref })
 }
 
 // forgetSecrets drops the app's opened secrets.

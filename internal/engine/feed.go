@@ -24,9 +24,13 @@ type Feed struct {
 	af     *feed.App
 	actor  Actor
 	ref    string
+	appID  int64
 	db     string
 	since  int64
 	closed bool
+	// recheck is signalled when the reader may have lost its right to
+	// read: a credential revoked, the app's members changed (revoke.go).
+	recheck chan struct{}
 }
 
 // Follow opens a feed of the app's changes after since; db "" follows
@@ -49,7 +53,25 @@ func (e *Engine) Follow(ctx context.Context, a Actor, appRef, db string, since i
 		af.Close()
 		return nil, errs.New(errs.Invalid, "since %d is past the latest change of %s (%d); start over with since=0", since, appRef, last)
 	}
-	return &Feed{e: e, af: af, actor: a, ref: appRef, db: db, since: since}, nil
+	// The check is done again once the feed is registered: a revocation
+	// between the first check and the registration would wake nothing.
+	f := &Feed{e: e, af: af, actor: a, ref: appRef, appID: app.ID, db: db, since: since, recheck: make(chan struct{}, 1)}
+	e.open.add(f)
+	if err := f.check(ctx); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// check asks again whether the feed's reader may still read: whether its
+// credential holds and the app still lets it read the feed's databases.
+func (f *Feed) check(ctx context.Context) error {
+	if err := f.e.id.Recheck(ctx, f.actor); err != nil {
+		return err
+	}
+	_, _, err := f.e.readable(ctx, f.actor, f.ref, f.db, true)
+	return err
 }
 
 // Close lets the feed go. When the app's last feed closes, the revisions
@@ -60,6 +82,7 @@ func (f *Feed) Close() {
 		return
 	}
 	f.closed = true
+	f.e.open.remove(f)
 	f.af.Close()
 }
 
@@ -94,6 +117,15 @@ func (f *Feed) scan(ctx context.Context, wait time.Duration, take func(r store.R
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
+		select {
+		case <-f.recheck:
+			// Before any page: nothing committed after a revocation
+			// reaches a reader it revoked.
+			if err := f.check(ctx); err != nil {
+				return err
+			}
+		default:
+		}
 		last, wake := f.af.State()
 		if last > f.since {
 			// Grants may have changed since the last page: ask again.
@@ -129,7 +161,13 @@ func (f *Feed) scan(ctx context.Context, wait time.Duration, take func(r store.R
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:
-			return nil
+			// A heartbeat's turn: check the reader too, in case word of a
+			// revocation on another node was lost on the way.
+			return f.check(ctx)
+		case <-f.recheck:
+			if err := f.check(ctx); err != nil {
+				return err
+			}
 		case <-wake:
 		}
 	}

@@ -40,7 +40,11 @@ func (e *Engine) Bootstrap(ctx context.Context, token string) (string, error) {
 
 // RotateToken gives user a new token and revokes their others.
 func (e *Engine) RotateToken(ctx context.Context, a Actor, user string) (string, error) {
-	return e.id.RotateToken(ctx, a, user)
+	token, err := e.id.RotateToken(ctx, a, user)
+	if err == nil {
+		e.revoked(ctx, user)
+	}
+	return token, err
 }
 
 // Authenticate maps a bearer token to its actor.
@@ -58,7 +62,11 @@ func (e *Engine) Users(ctx context.Context, a Actor) ([]UserInfo, error) { retur
 
 // RemoveUser deletes a user who owns no app.
 func (e *Engine) RemoveUser(ctx context.Context, a Actor, name string) error {
-	return e.id.RemoveUser(ctx, a, name)
+	err := e.id.RemoveUser(ctx, a, name)
+	if err == nil {
+		e.revoked(ctx, name)
+	}
+	return err
 }
 
 // AddDevice registers a device's public key for the calling user.
@@ -73,7 +81,11 @@ func (e *Engine) Devices(ctx context.Context, a Actor) ([]DeviceInfo, error) {
 
 // RevokeDevice revokes one of the calling user's devices.
 func (e *Engine) RevokeDevice(ctx context.Context, a Actor, name string) error {
-	return e.id.RevokeDevice(ctx, a, name)
+	err := e.id.RevokeDevice(ctx, a, name)
+	if err == nil {
+		e.revoked(ctx, a.User)
+	}
+	return err
 }
 
 // AuthenticateDevice verifies a device-signed request.

@@ -81,16 +81,14 @@ func (e *Engine) SignUp(ctx context.Context, appRef, name, password, invite stri
 	}
 	v := visitorOf(appRef, name)
 	taken := errs.New(errs.Exists, "the name %q is taken on %s; pick another, or sign in if it is yours", name, appRef)
-	if _, err := e.st.User(ctx, v.ID); err == nil {
-		return "", Visitor{}, taken
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return "", Visitor{}, internal(err)
-	}
-	hash, err := auth.HashPassword(ctx, password)
-	if err != nil {
-		return "", Visitor{}, hashFailed(err)
-	}
+	// Under the invite policy the code is checked before the name, so
+	// only a holder of a valid code learns whether a name is taken.
 	var ticket *store.Ticket
+	giveBack := func() {
+		if ticket != nil {
+			_ = e.st.PutTicket(context.WithoutCancel(ctx), *ticket)
+		}
+	}
 	if app.signup() == SignupInvite {
 		ticket, err = e.st.TakeTicket(ctx, app.ID, ticketInvite, HashToken(invite), e.clock.Now())
 		if errors.Is(err, store.ErrNotFound) {
@@ -101,12 +99,22 @@ func (e *Engine) SignUp(ctx context.Context, appRef, name, password, invite stri
 			return "", Visitor{}, internal(err)
 		}
 	}
+	if _, err := e.st.User(ctx, v.ID); err == nil {
+		giveBack()
+		return "", Visitor{}, taken
+	} else if !errors.Is(err, store.ErrNotFound) {
+		giveBack()
+		return "", Visitor{}, internal(err)
+	}
+	hash, err := auth.HashPassword(ctx, password)
+	if err != nil {
+		giveBack()
+		return "", Visitor{}, hashFailed(err)
+	}
 	err = e.st.CreateUser(ctx, store.User{Name: v.ID, App: appRef, PasswordHash: hash, Created: e.clock.Now()})
 	if err != nil {
-		if ticket != nil {
-			// The invite was not used: give it back.
-			_ = e.st.PutTicket(context.WithoutCancel(ctx), *ticket)
-		}
+		// The invite was not used: give it back.
+		giveBack()
 		if errors.Is(err, store.ErrExists) {
 			return "", Visitor{}, taken
 		}
@@ -168,21 +176,27 @@ func (e *Engine) newToken(ctx context.Context, user string) (string, error) {
 	return token, nil
 }
 
-// SignOut revokes token, the visitor's own, and nothing else.
-func (e *Engine) SignOut(ctx context.Context, a Actor, appRef, token string) error {
+// SignOut revokes the token a signed in with, and nothing else. Live
+// feeds opened with it end, on every node.
+func (e *Engine) SignOut(ctx context.Context, a Actor, appRef string) error {
 	if err := a.Scoped(appRef); err != nil {
 		return err
 	}
 	if !a.Visitor() {
 		return errs.New(errs.Invalid, "sign-out is for visitors of %s; a user's tokens are replaced with `handoff user token NAME`", appRef)
 	}
-	err := e.st.RemoveToken(ctx, HashToken(token))
+	hash := a.SessionHash()
+	if hash == nil {
+		return errs.New(errs.Invalid, "sign-out revokes a visitor's token, and this request was not made with one; send the token in Authorization: Bearer TOKEN")
+	}
+	err := e.st.RemoveToken(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
-		return errs.New(errs.Unauthorized, "the token is not valid any more; you are signed out")
+		return errs.New(errs.Unauthorized, "nothing was revoked: the token is not valid any more, so you are signed out already")
 	}
 	if err != nil {
 		return internal(err)
 	}
+	e.revoked(ctx, a.User)
 	return nil
 }
 

@@ -30,6 +30,20 @@ type Actor struct {
 	// this write, which spends the chain's fan-out budget; 0 for a write
 	// that starts a chain.
 	Origin int64
+	// session is the hash of the bearer token the actor authenticated
+	// with: a long-lived request (the live feed) checks it again, and a
+	// sign-out revokes exactly it. Only Authenticate sets it, so nothing
+	// outside this package can name a session it did not present.
+	session string
+}
+
+// SessionHash is the stored hash of the bearer token the actor signed in
+// with, or nil for any other actor (a device, a handler, anonymous).
+func (a Actor) SessionHash() []byte {
+	if a.session == "" {
+		return nil
+	}
+	return []byte(a.session)
 }
 
 // Writer is the actor as the ledger records a revision's writer.

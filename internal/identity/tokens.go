@@ -29,9 +29,12 @@ func HashToken(token string) []byte {
 }
 
 // BearerToken extracts the token from an Authorization header value.
+// The scheme is case-insensitive (RFC 9110): "bearer" and "BEARER" name
+// the same token as "Bearer".
 func BearerToken(h string) string {
-	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
-		return strings.TrimSpace(t)
+	scheme, t, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
 	}
-	return ""
+	return strings.TrimSpace(t)
 }

@@ -79,14 +79,15 @@ func (e *Service) Authenticate(ctx context.Context, token string) (Actor, error)
 	if token == "" {
 		return Actor{}, nil
 	}
-	u, err := e.st.UserByToken(ctx, HashToken(token))
+	hash := HashToken(token)
+	u, err := e.st.UserByToken(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return Actor{}, errs.New(errs.Unauthorized, "the token is not valid; check HANDOFF_TOKEN, or ask the admin for a new one (`handoff user token NAME`)")
 	}
 	if err != nil {
 		return Actor{}, errs.Storage(err)
 	}
-	return Actor{User: u.Name, Admin: u.Admin, App: u.App}, nil
+	return Actor{User: u.Name, Admin: u.Admin, App: u.App, session: string(hash)}, nil
 }
 
 // AddUser creates a user and returns the user's first token. Only the

@@ -103,6 +103,12 @@ func (r *Router) PasskeyByID(ctx context.Context, app string, id []byte) (*store
 func (r *Router) UpdatePasskey(ctx context.Context, user string, id, data []byte) error {
 	return r.home().UpdatePasskey(ctx, user, id, data)
 }
+// Credentials live in the home database, so their revocations are
+// announced and heard there.
+func (r *Router) AnnounceRevoked(ctx context.Context, user string) error {
+	return r.home().AnnounceRevoked(ctx, user)
+}
+func (r *Router) WatchRevoked(fn func(user string)) { r.home().WatchRevoked(fn) }
 func (r *Router) UseNonce(ctx context.Context, key string, now, expires time.Time) (bool, error) {
 	return r.home().UseNonce(ctx, key, now, expires)
 }
@@ -291,5 +297,5 @@ func (r *Router) WatchApps(fn func(appID int64)) {
 
 // Capabilities are those of a PostgreSQL store, across databases.
 func (r *Router) Capabilities() store.Capabilities {
-	return store.Capabilities{Grants: r, Apps: r, Nonces: r, Heads: r, CommitClaims: true, SharedTicks: true}
+	return store.Capabilities{Grants: r, Apps: r, Nonces: r, Heads: r, Revocations: r, CommitClaims: true, SharedTicks: true}
 }

@@ -26,7 +26,7 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request, _ engine.Actor) 
 		return err
 	}
 	l := visitorKeys(r, req.Name)
-	if err := s.visitorWait(w, l); err != nil {
+	if err := s.visitorTake(w, l); err != nil {
 		return err
 	}
 	token, v, err := s.e.SignUp(r.Context(), appRef(r), req.Name, req.Password, req.Invite)
@@ -47,7 +47,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request, _ engine.Actor) 
 		return err
 	}
 	l := visitorKeys(r, req.Name)
-	if err := s.visitorWait(w, l); err != nil {
+	if err := s.visitorTake(w, l); err != nil {
 		return err
 	}
 	token, v, err := s.e.SignIn(r.Context(), appRef(r), req.Name, req.Password)
@@ -64,8 +64,7 @@ func (s *Server) signOut(w http.ResponseWriter, r *http.Request, a engine.Actor)
 	if a.User == "" {
 		return errs.New(errs.Unauthorized, "sign-out needs the visitor's token in Authorization (Bearer)")
 	}
-	token := engine.BearerToken(r.Header.Get("Authorization"))
-	if err := s.e.SignOut(r.Context(), a, appRef(r), token); err != nil {
+	if err := s.e.SignOut(r.Context(), a, appRef(r)); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
@@ -118,6 +117,9 @@ func decodeCeremony(w http.ResponseWriter, r *http.Request) (ceremonyAnswer, err
 }
 
 func (s *Server) passkeyAddBegin(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
+	if err := s.ceremonyTake(w, r); err != nil {
+		return err
+	}
 	c, err := s.e.BeginPasskeyAdd(r.Context(), a, appRef(r), s.passkeyRP(r))
 	if err != nil {
 		return err
@@ -139,6 +141,9 @@ func (s *Server) passkeyAddFinish(w http.ResponseWriter, r *http.Request, a engi
 }
 
 func (s *Server) passkeySignInBegin(w http.ResponseWriter, r *http.Request, _ engine.Actor) error {
+	if err := s.ceremonyTake(w, r); err != nil {
+		return err
+	}
 	c, err := s.e.BeginPasskeySignIn(r.Context(), appRef(r), s.passkeyRP(r))
 	if err != nil {
 		return err
@@ -153,7 +158,7 @@ func (s *Server) passkeySignInFinish(w http.ResponseWriter, r *http.Request, _ e
 		return err
 	}
 	l := visitorKeys(r, "")
-	if err := s.visitorWait(w, l); err != nil {
+	if err := s.visitorTake(w, l); err != nil {
 		return err
 	}
 	token, v, err := s.e.FinishPasskeySignIn(r.Context(), appRef(r), s.passkeyRP(r), req.Ceremony, req.Credential)

@@ -24,8 +24,14 @@ const (
 	authFailMaxClients = 1 << 16
 )
 
-// failLimiter counts failed credentials per client address.
+// failLimiter counts attempts per key in token buckets: burst at once,
+// then one more every refill (zero values: authFailBurst and
+// authFailRefill). Keys are of bounded size (an address, a hash), and
+// the table holds at most authFailMaxClients of them.
 type failLimiter struct {
+	burst  float64
+	refill time.Duration
+
 	mu      sync.Mutex
 	buckets map[string]*failBucket
 }
@@ -35,12 +41,47 @@ type failBucket struct {
 	at     time.Time // when tokens was last brought up to date
 }
 
-// refill brings b up to date at now.
-func (b *failBucket) refill(now time.Time) {
+func (l *failLimiter) limits() (float64, time.Duration) {
+	if l.burst == 0 {
+		return authFailBurst, authFailRefill
+	}
+	return l.burst, l.refill
+}
+
+// bucket returns key's bucket brought up to date at now, made full when
+// new. l.mu is held, and room was made (makeRoom).
+func (l *failLimiter) bucket(key string, now time.Time) *failBucket {
+	burst, refill := l.limits()
+	if l.buckets == nil {
+		l.buckets = map[string]*failBucket{}
+	}
+	b := l.buckets[key]
+	if b == nil {
+		b = &failBucket{tokens: burst, at: now}
+		l.buckets[key] = b
+	}
 	if d := now.Sub(b.at); d > 0 {
-		b.tokens = math.Min(authFailBurst, b.tokens+float64(d)/float64(authFailRefill))
+		b.tokens = math.Min(burst, b.tokens+float64(d)/float64(refill))
 		b.at = now
 	}
+	return b
+}
+
+// makeRoom prunes the table when n more buckets could overfill it.
+// l.mu is held.
+func (l *failLimiter) makeRoom(now time.Time, n int) {
+	if len(l.buckets)+n > authFailMaxClients {
+		l.prune(now)
+	}
+}
+
+// wait is how long b's holder waits for its next token; 0 means now.
+func (l *failLimiter) wait(b *failBucket) time.Duration {
+	if b.tokens >= 1 {
+		return 0
+	}
+	_, refill := l.limits()
+	return time.Duration((1 - b.tokens) * float64(refill))
 }
 
 // blocked reports how long the client at key must wait before its next
@@ -48,42 +89,67 @@ func (b *failBucket) refill(now time.Time) {
 func (l *failLimiter) blocked(key string, now time.Time) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.buckets[key]
-	if b == nil {
+	if l.buckets[key] == nil {
 		return 0
 	}
-	b.refill(now)
-	if b.tokens >= 1 {
-		return 0
-	}
-	return time.Duration((1 - b.tokens) * float64(authFailRefill))
+	return l.wait(l.bucket(key, now))
 }
 
 // fail takes one token from the client at key.
 func (l *failLimiter) fail(key string, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.buckets == nil {
-		l.buckets = map[string]*failBucket{}
-	}
-	b := l.buckets[key]
-	if b == nil {
-		if len(l.buckets) >= authFailMaxClients {
-			l.prune(now)
-		}
-		b = &failBucket{tokens: authFailBurst, at: now}
-		l.buckets[key] = b
-	}
-	b.refill(now)
+	l.makeRoom(now, 1)
+	b := l.bucket(key, now)
 	b.tokens = math.Max(0, b.tokens-1)
+}
+
+// take takes one token from the bucket of each key, all or none, before
+// the attempt they limit is made: so a burst of attempts sent at once
+// gets no more through than the buckets hold. It returns 0, or how long
+// to wait and the index of the key that is out of tokens. An attempt that
+// turns out to be no guess gives its tokens back (refund).
+func (l *failLimiter) take(now time.Time, keys ...string) (time.Duration, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.makeRoom(now, len(keys))
+	var longest time.Duration
+	who := -1
+	bs := make([]*failBucket, len(keys))
+	for i, k := range keys {
+		bs[i] = l.bucket(k, now)
+		if d := l.wait(bs[i]); d > longest {
+			longest, who = d, i
+		}
+	}
+	if who >= 0 {
+		return longest, who
+	}
+	for _, b := range bs {
+		b.tokens--
+	}
+	return 0, -1
+}
+
+// refund gives back a token taken for an attempt that was no guess.
+func (l *failLimiter) refund(now time.Time, keys ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	burst, _ := l.limits()
+	for _, k := range keys {
+		if b := l.buckets[k]; b != nil {
+			b = l.bucket(k, now)
+			b.tokens = math.Min(burst, b.tokens+1)
+		}
+	}
 }
 
 // prune drops the buckets that are full again (they hold no memory of a
 // failure), and arbitrary others if the table is still full.
 func (l *failLimiter) prune(now time.Time) {
+	burst, refill := l.limits()
 	for k, b := range l.buckets {
-		b.refill(now)
-		if b.tokens >= authFailBurst {
+		if b.tokens+float64(now.Sub(b.at))/float64(refill) >= burst {
 			delete(l.buckets, k)
 		}
 	}

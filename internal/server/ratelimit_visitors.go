@@ -1,6 +1,8 @@
 package server
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"net/http"
@@ -13,57 +15,91 @@ import (
 // Visitor sign-ins and sign-ups are limited like bad credentials
 // (ratelimit.go), in buckets of their own: per client address, and per
 // visitor name on an app, so a guesser spread over many addresses still
-// gets few tries at one name. A failure takes a token from both buckets;
-// a success empties the name's count, not the address's, or a guesser
-// with an account of their own could clear their address between
-// guesses.
+// gets few tries at one name. An attempt takes a token from both buckets
+// before the password is looked at, so a burst sent at once is checked
+// no more often than the buckets allow; an attempt that was no guess (a
+// malformed request, a busy server) gives them back. A success gives back
+// the address's token and empties the name's count, not the address's,
+// or a guesser with an account of their own could clear their address
+// between guesses.
 type visitorLimit struct {
-	addr, name string // bucket keys; name is "" when the name is unknown
+	addr, name string // bucket keys; name is "" when the attempt names none
 }
 
+// visitorKeys are the buckets of an attempt at name. The name's key is a
+// hash: a client chooses the name, and a table of its raw bytes would
+// hold whatever size it sent.
 func visitorKeys(r *http.Request, name string) visitorLimit {
 	l := visitorLimit{addr: "addr " + clientKey(r)}
 	if name != "" {
-		l.name = "name " + appRef(r) + " " + name
+		h := sha256.Sum256([]byte(appRef(r) + "\x00" + name))
+		l.name = "name " + hex.EncodeToString(h[:16])
 	}
 	return l
 }
 
-// visitorWait answers rate_limited while either bucket is empty, with
-// when to retry in the message and in Retry-After.
-func (s *Server) visitorWait(w http.ResponseWriter, l visitorLimit) error {
-	now := s.e.Clock().Now()
-	wait, who := s.visitorFails.blocked(l.addr, now), "your address"
-	if l.name != "" {
-		if d := s.visitorFails.blocked(l.name, now); d > wait {
-			wait, who = d, "this name"
-		}
+func (l visitorLimit) keys() []string {
+	if l.name == "" {
+		return []string{l.addr}
 	}
+	return []string{l.addr, l.name}
+}
+
+// visitorTake counts an attempt before it is made, or answers
+// rate_limited while either bucket is empty.
+func (s *Server) visitorTake(w http.ResponseWriter, l visitorLimit) error {
+	wait, who := s.visitorFails.take(s.e.Clock().Now(), l.keys()...)
 	if wait <= 0 {
 		return nil
 	}
-	secs := int(math.Ceil(wait.Seconds()))
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	return errs.New(errs.RateLimited, "too many failed attempts for %s (the limit is %d a minute); retry in %s",
-		who, authFailBurst, fmt.Sprint(time.Duration(secs)*time.Second))
+	whom := "your address"
+	if who == 1 {
+		whom = "this name"
+	}
+	return rateLimited(w, wait, "too many failed attempts for %s (the limit is %d at once, then one every %s); retry in %s",
+		whom, authFailBurst, authFailRefill)
 }
 
-// visitorDone counts the outcome of an attempt: refusals a guesser
-// learns from count against both buckets; a success clears the name's.
-// Malformed requests and server trouble are no guess and do not count.
+// visitorDone settles an attempt that visitorTake counted: refusals a
+// guesser learns from stay counted; a success gives the address's token
+// back and clears the name's; malformed requests and server trouble are
+// no guess and give both back.
 func (s *Server) visitorDone(l visitorLimit, err error) {
-	if err == nil {
+	now := s.e.Clock().Now()
+	switch {
+	case err == nil:
+		s.visitorFails.refund(now, l.addr)
 		if l.name != "" {
 			s.visitorFails.reset(l.name)
 		}
-		return
+	case errs.Is(err, errs.Unauthorized), errs.Is(err, errs.Forbidden), errs.Is(err, errs.Exists):
+	default:
+		s.visitorFails.refund(now, l.keys()...)
 	}
-	now := s.e.Clock().Now()
-	switch errs.CodeOf(err) {
-	case errs.Unauthorized, errs.Forbidden, errs.Exists:
-		s.visitorFails.fail(l.addr, now)
-		if l.name != "" {
-			s.visitorFails.fail(l.name, now)
-		}
+}
+
+// Passkey ceremonies are limited per address as they start: each begin
+// stores a ceremony until it is used or expires, so a client may start
+// ceremonyBurst at once, then one more every ceremonyRefill.
+const (
+	ceremonyBurst  = 20
+	ceremonyRefill = 3 * time.Second
+)
+
+// ceremonyTake counts a ceremony's start, or answers rate_limited.
+func (s *Server) ceremonyTake(w http.ResponseWriter, r *http.Request) error {
+	wait, _ := s.ceremonyStarts.take(s.e.Clock().Now(), "addr "+clientKey(r))
+	if wait <= 0 {
+		return nil
 	}
+	return rateLimited(w, wait, "too many passkey ceremonies were started from your address (the limit is %d at once, then one every %s); retry in %s",
+		ceremonyBurst, ceremonyRefill)
+}
+
+// rateLimited is the rate_limited answer: when to retry goes in
+// Retry-After and, as the last argument of format, in the message.
+func rateLimited(w http.ResponseWriter, wait time.Duration, format string, args ...any) error {
+	secs := int(math.Ceil(wait.Seconds()))
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	return errs.New(errs.RateLimited, format, append(args, fmt.Sprint(time.Duration(secs)*time.Second))...)
 }

@@ -69,6 +69,9 @@ type Server struct {
 	// visitorFails limits failed visitor sign-ins and sign-ups per client
 	// address and per visitor name (ratelimit_visitors.go).
 	visitorFails failLimiter
+	// ceremonyStarts limits passkey ceremonies started per client address
+	// (ratelimit_visitors.go).
+	ceremonyStarts failLimiter
 	// siteDomain is Options.SiteDomain, lowercase, without dots around.
 	siteDomain string
 	mover      Mover
@@ -102,6 +105,7 @@ func New(e *engine.Engine, o Options) *Server {
 		patterns: map[string]bool{},
 		methods:  map[string][]string{},
 	}
+	s.ceremonyStarts.burst, s.ceremonyStarts.refill = ceremonyBurst, ceremonyRefill
 	s.heartbeat = o.Heartbeat
 	s.bodyTimeout = cmp.Or(o.BodyTimeout, defaultBodyTimeout)
 	s.authBodyTimeout = cmp.Or(o.AuthBodyTimeout, defaultAuthBodyTimeout)

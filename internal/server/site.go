@@ -3,8 +3,10 @@ package server
 import (
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 
+	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/engine"
 )
 
@@ -85,6 +87,10 @@ func (s *Server) serveSite(w http.ResponseWriter, r *http.Request, label string)
 		s.fetchLane(w, r, ref, strings.TrimPrefix(p, "/api"))
 	case strings.HasPrefix(p, siteClientPrefix):
 		http.Redirect(w, r, s.mainOrigin(r)+"/client/"+strings.TrimPrefix(r.URL.EscapedPath(), siteClientPrefix), http.StatusTemporaryRedirect)
+	case strings.Contains(strings.ToLower(r.URL.EscapedPath()), "%2f"):
+		// A '/' sent escaped names no file: a separator smuggled into a
+		// name would let one path stand for another.
+		s.writeError(w, r, errs.New(errs.Invalid, "the path %q has an escaped '/' (%%2F); ask for static files with plain '/' between names", r.URL.EscapedPath()))
 	default:
 		s.staticFile(w, r, ref, strings.TrimPrefix(p, "/"))
 	}
@@ -93,13 +99,28 @@ func (s *Server) serveSite(w http.ResponseWriter, r *http.Request, label string)
 // oldSitePath sends /apps/{owner}/{name}/... on the main origin, where
 // sites used to be, to the site's own origin. The redirect keeps the
 // method and body, so webhooks posting to the old address still arrive.
+// It names only the site of an app that exists, with a host built from
+// the app's checked name, never from the path's own bytes: the path is
+// the client's, and a redirect it could aim anywhere would lend this
+// server's name to any page.
 func (s *Server) oldSitePath(w http.ResponseWriter, r *http.Request) {
-	owner, name := r.PathValue("owner"), r.PathValue("name")
-	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/apps/"+owner+"/"+name)
-	if rest == r.URL.EscapedPath() { // the path was escaped differently
-		rest = "/" + r.PathValue("path")
+	ref := r.PathValue("owner") + "/" + r.PathValue("name")
+	owner, name, err := engine.ParseAppRef(ref)
+	if err != nil {
+		s.writeError(w, r, errs.New(errs.NotFound, "no app is at %q; an app's address is /apps/OWNER/NAME/ with lowercase letters, digits and '-' (see `handoff app list`)", r.URL.EscapedPath()))
+		return
 	}
-	to := s.siteOrigin(r, owner, name) + rest
+	if got, err := s.e.SiteApp(r.Context(), engine.SiteLabel(owner, name)); err != nil || got != ref {
+		if err == nil || errs.Is(err, errs.NotFound) {
+			err = errs.New(errs.NotFound, "app %s not found; `handoff app list` shows the apps", ref)
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	to := s.siteOrigin(r, owner, name) + "/" + r.PathValue("path")
+	if esc := r.URL.EscapedPath(); strings.HasPrefix(esc, "/apps/"+ref+"/") {
+		to = s.siteOrigin(r, owner, name) + strings.TrimPrefix(esc, "/apps/"+ref)
+	}
 	if r.URL.RawQuery != "" {
 		to += "?" + r.URL.RawQuery
 	}
@@ -130,10 +151,17 @@ func hostOnly(host string) string {
 	return host
 }
 
-// portOf is ":port" of host, or "" when it has none.
+// portOf is ":port" of host, or "" when it has none or none that is a
+// port number: the Host header is the client's, and what goes into an
+// origin this server names must be only a port.
 func portOf(host string) string {
-	if _, p, err := net.SplitHostPort(host); err == nil && p != "" {
-		return ":" + p
+	_, p, err := net.SplitHostPort(host)
+	if err != nil || p == "" || len(p) > 5 {
+		return ""
 	}
-	return ""
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != p {
+		return ""
+	}
+	return ":" + p
 }

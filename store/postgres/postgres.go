@@ -199,7 +199,7 @@ func (s *Store) WatchApps(fn func(appID int64)) { s.watch.addApps(fn) }
 // them of each other's app changes and nonces, and hints heads to save
 // round trips.
 func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{Grants: s, Apps: s, Nonces: s, Heads: s, CommitClaims: true, SharedTicks: true}
+	return store.Capabilities{Grants: s, Apps: s, Nonces: s, Heads: s, Revocations: s, CommitClaims: true, SharedTicks: true}
 }
 
 // asyncBatch starts a batch that runs as one transaction that does not

@@ -33,7 +33,9 @@ type watcher struct {
 	fns    []func(appID, seq int64)
 	grants []func(appID int64)
 	apps   []func(appID int64)
-	last   map[int64]appMarks
+	// revoked hears of credentials revoked on any node (revoke.go).
+	revoked []func(user string)
+	last    map[int64]appMarks
 
 	cancel context.CancelFunc
 	done   sync.WaitGroup
@@ -183,6 +185,11 @@ func (w *watcher) listenLoop(ctx context.Context, conn *pgx.Conn) {
 			if ctx.Err() != nil {
 				return
 			}
+			continue
+		}
+		if user, ok := strings.CutPrefix(n.Payload, revokedPrefix); ok {
+			w.heard.Add(1)
+			w.tellRevoked(user)
 			continue
 		}
 		kind, app, v, ok := parsePayload(n.Payload)

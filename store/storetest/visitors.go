@@ -366,11 +366,13 @@ func testVisitorSignOut(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	sam, _ := e.eng.Authenticate(e.ctx, t1)
-	wantCode(t, e.eng.SignOut(e.ctx, sam, "bob/blog", t1), errs.Forbidden, "sign-out at another app")
-	wantCode(t, e.eng.SignOut(e.ctx, engine.Actor{User: "alice"}, "alice/jobs", t1), errs.Invalid, "a user signs out")
-	if err := e.eng.SignOut(e.ctx, sam, "alice/jobs", t1); err != nil {
+	wantCode(t, e.eng.SignOut(e.ctx, sam, "bob/blog"), errs.Forbidden, "sign-out at another app")
+	wantCode(t, e.eng.SignOut(e.ctx, engine.Actor{User: "alice"}, "alice/jobs"), errs.Invalid, "a user signs out")
+	wantCode(t, e.eng.SignOut(e.ctx, engine.Actor{User: sam.User, App: sam.App}, "alice/jobs"), errs.Invalid, "a sign-out without a token")
+	if err := e.eng.SignOut(e.ctx, sam, "alice/jobs"); err != nil {
 		t.Fatal(err)
 	}
+	wantCode(t, e.eng.SignOut(e.ctx, sam, "alice/jobs"), errs.Unauthorized, "a second sign-out revokes nothing")
 	_, err = e.eng.Authenticate(e.ctx, t1)
 	wantCode(t, err, errs.Unauthorized, "the signed-out token")
 	if a, err := e.eng.Authenticate(e.ctx, t2); err != nil || a.User != "sam@jobs--alice" {
