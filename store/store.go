@@ -50,8 +50,8 @@ type Store interface {
 // Capabilities are a store's optional features; a nil field is one the
 // store does not offer, and callers then do without it.
 type Capabilities struct {
-	Grants GrantWatcher
-	Apps   AppWatcher
+	Grants      GrantWatcher
+	Apps        AppWatcher
 	Nonces      NonceKeeper
 	Heads       HeadHinter
 	Revocations RevocationAnnouncer

@@ -103,6 +103,7 @@ func (r *Router) PasskeyByID(ctx context.Context, app string, id []byte) (*store
 func (r *Router) UpdatePasskey(ctx context.Context, user string, id, data []byte) error {
 	return r.home().UpdatePasskey(ctx, user, id, data)
 }
+
 // Credentials live in the home database, so their revocations are
 // announced and heard there.
 func (r *Router) AnnounceRevoked(ctx context.Context, user string) error {
