@@ -81,4 +81,5 @@ fi
 # machine would only add to the load those limits are measured under.
 go test ./internal/engine -run '^$' -fuzz '^FuzzDocument$' -fuzztime "${FUZZTIME:-8000x}"
 go test ./internal/server -run '^$' -fuzz '^FuzzHTTP$' -fuzztime "${FUZZTIME:-800x}"
+go test ./internal/server -run '^$' -fuzz '^FuzzSiteRedirect$' -fuzztime "${FUZZTIME:-5000x}"
 echo "all checks passed"

@@ -3,6 +3,7 @@ package storetest
 import (
 	"bytes"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ var visitorTests = []test{
 	{"Scope", testVisitorScope},
 	{"SignOut", testVisitorSignOut},
 	{"PasskeyCeremonies", testVisitorPasskeyCeremonies},
+	{"FeedsEndWithTheirReader", testFeedsEndWithTheirReader},
 }
 
 // cheapPasswords makes hashing fast: the suite checks what is stored,
@@ -235,6 +237,12 @@ func testVisitorSignupPolicy(t *testing.T, e *env) {
 	wantCode(t, err, errs.Forbidden, "an invite used twice")
 	if code, err = e.eng.Invite(e.ctx, alice, "alice/jobs"); err != nil {
 		t.Fatal(err)
+	}
+	// Without a valid code a taken name is no different from a free one:
+	// names cannot be probed without an invite.
+	for _, c := range []string{"", "hnd_made-up"} {
+		_, _, err = e.eng.SignUp(e.ctx, "alice/jobs", "sam", "long enough", c)
+		wantCode(t, err, errs.Forbidden, "a taken name with the invite "+strconv.Quote(c))
 	}
 	_, _, err = e.eng.SignUp(e.ctx, "alice/jobs", "sam", "long enough", code)
 	wantCode(t, err, errs.Exists, "a taken name")
