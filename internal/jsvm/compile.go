@@ -98,9 +98,13 @@ func Compile(filename, source string) (*Program, error) {
 		LogOverride:    Refusals(),
 		Sourcemap:      api.SourceMapInline,
 		SourcesContent: api.SourcesContentExclude,
-		Banner:         moduleBanner,
-		Footer:         moduleFooter,
-		LogLevel:       api.LogLevelSilent,
+		// Characters are written as they are, not as escapes: goja's
+		// parser panics on the escape \u{10FFFF}, which esbuild would
+		// write for "\uDBFF\uDFFF".
+		Charset:  api.CharsetUTF8,
+		Banner:   moduleBanner,
+		Footer:   moduleFooter,
+		LogLevel: api.LogLevelSilent,
 	})
 	if len(res.Errors) > 0 {
 		e := NewCompileError(filename, res.Errors)
@@ -113,11 +117,28 @@ func Compile(filename, source string) (*Program, error) {
 	}
 	code := string(res.Code)
 	// Strict: the input is an ES module, and modules are always strict.
-	prog, err := goja.Compile(filename, code, true)
+	prog, err := compileGoja(filename, code)
+	if err != nil {
+		return nil, err
+	}
+	return &Program{filename: filename, sources: mapSources(filename, code), code: code, prog: prog, exports: exports}, nil
+}
+
+// compileGoja is goja.Compile, with a panic of goja's parser or compiler
+// (a bug of goja's that some input reaches) turned into a CompileError:
+// no app's code may take down a deploy, or the server that compiles it.
+func compileGoja(filename, code string) (prog *goja.Program, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			prog, err = nil, &CompileError{File: filename, Message: fmt.Sprintf(
+				"the JavaScript runtime failed to compile this file (%v); rewrite the construct it names, or report the code that caused it", r)}
+		}
+	}()
+	prog, err = goja.Compile(filename, code, true)
 	if err != nil {
 		return nil, gojaCompileError(filename, err)
 	}
-	return &Program{filename: filename, sources: mapSources(filename, code), code: code, prog: prog, exports: exports}, nil
+	return prog, nil
 }
 
 // moduleExports asks esbuild for the module's export names. A Transform

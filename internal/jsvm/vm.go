@@ -123,11 +123,25 @@ func newVM(prog *Program, opts *Options) (*VM, error) {
 	if opts.HeapLimit > 0 {
 		watchdog.add(vm)
 	}
-	if err := vm.load(); err != nil {
+	if err := vm.safeLoad(); err != nil {
 		vm.retire()
 		return nil, err
 	}
 	return vm, nil
+}
+
+// safeLoad is load, with a panic of the runtime's turned into an error:
+// a module whose loading reaches a bug of goja's fails its deploy (or its
+// runtime's creation) with the file's name; it never takes the server.
+func (vm *VM) safeLoad() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			vm.broken = true
+			err = &CompileError{File: vm.prog.filename, Message: fmt.Sprintf(
+				"the JavaScript runtime failed while loading this module (%v); rewrite the code its top level runs, or report it", r)}
+		}
+	}()
+	return vm.load()
 }
 
 // load runs the wrapped CommonJS module with a fresh exports object.
