@@ -191,8 +191,9 @@ type AppWatcher interface {
 // word of a revoked credential (a token signed out or replaced, a device
 // revoked, a user removed) to every node, so each ends the live feeds
 // the credential opened. fn hears of revocations made on any node, its
-// own included; it must not block. A store used by one process need not
-// implement it: the engine tells its own feeds.
+// own included, and with user "" when some word may have been lost (every
+// feed should check); it must not block. A store used by one process need
+// not implement it: the engine tells its own feeds.
 type RevocationAnnouncer interface {
 	AnnounceRevoked(ctx context.Context, user string) error
 	WatchRevoked(fn func(user string))

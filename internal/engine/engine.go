@@ -221,7 +221,7 @@ func (e *Engine) appChanged(appID int64) {
 	e.mu.Unlock()
 	e.secrets.Delete(appID)
 	e.live.Load().Changed(appID)
-	e.open.wake(func(f *Feed) bool { return f.appID == appID })
+	e.open.wakeApp(appID, "")
 }
 
 // grantsChanged drops the cached permissions of an app whose live grants
@@ -250,7 +250,7 @@ func (e *Engine) forgetApp(ref string) {
 	e.gen.Add(1)
 	delete(e.apps, ref)
 	e.mu.Unlock()
-	e.open.wake(func(f *Feed) bool { return f.ref == ref })
+	e.open.wakeApp(0, ref)
 }
 
 // forgetSecrets drops the app's opened secrets.

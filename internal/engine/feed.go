@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/handoff-run/handoff/errs"
@@ -31,7 +32,19 @@ type Feed struct {
 	// recheck is signalled when the reader may have lost its right to
 	// read: a credential revoked, the app's members changed (revoke.go).
 	recheck chan struct{}
+	// gen is the reader's revocation generation, seen its value at the
+	// last check that passed; stale asks for a check before the next
+	// page, and checked is when the last one passed.
+	gen     *atomic.Uint64
+	seen    uint64
+	stale   bool
+	checked time.Time
 }
+
+// checkEvery is how many heartbeats may pass without a check of the
+// reader, so a revocation whose word never arrived from another node
+// still ends the feed.
+const checkEvery = 4
 
 // Follow opens a feed of the app's changes after since; db "" follows
 // every database.
@@ -55,22 +68,45 @@ func (e *Engine) Follow(ctx context.Context, a Actor, appRef, db string, since i
 	}
 	// The check is done again once the feed is registered: a revocation
 	// between the first check and the registration would wake nothing.
-	f := &Feed{e: e, af: af, actor: a, ref: appRef, appID: app.ID, db: db, since: since, recheck: make(chan struct{}, 1)}
+	f := &Feed{e: e, af: af, actor: a, ref: appRef, appID: app.ID, db: db, since: since,
+		recheck: make(chan struct{}, 1), gen: e.open.gen(a.User), stale: true}
 	e.open.add(f)
-	if err := f.check(ctx); err != nil {
+	if err := f.checkDue(ctx, 0); err != nil {
 		f.Close()
 		return nil, err
+	}
+	if f.stale { // the store failed: a feed starts only on a check that passed
+		f.Close()
+		return nil, errs.New(errs.Unavailable, "could not check your credential for the feed; retry in a moment")
 	}
 	return f, nil
 }
 
-// check asks again whether the feed's reader may still read: whether its
-// credential holds and the app still lets it read the feed's databases.
-func (f *Feed) check(ctx context.Context) error {
-	if err := f.e.id.Recheck(ctx, f.actor); err != nil {
-		return err
+// checkDue asks again, when it is due, whether the feed's reader may
+// still read: whether its credential holds and the app still lets it
+// read the feed's databases. It is due when a revocation may concern the
+// reader, and every checkEvery heartbeats of wait. A store that fails to
+// answer leaves the check due for the next time: a blip of the database
+// must not end every stream at once.
+func (f *Feed) checkDue(ctx context.Context, wait time.Duration) error {
+	g := f.gen.Load()
+	if !f.stale && g == f.seen && time.Since(f.checked) < checkEvery*wait {
+		return nil
 	}
-	_, _, err := f.e.readable(ctx, f.actor, f.ref, f.db, true)
+	err := f.e.id.Recheck(ctx, f.actor)
+	if err == nil {
+		_, _, err = f.e.readable(ctx, f.actor, f.ref, f.db, true)
+	}
+	switch {
+	case err == nil:
+		f.seen, f.stale, f.checked = g, false, time.Now()
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errs.Is(err, errs.Internal) || errs.Is(err, errs.Unavailable):
+		f.stale = true
+		return nil
+	}
 	return err
 }
 
@@ -119,15 +155,16 @@ func (f *Feed) scan(ctx context.Context, wait time.Duration, take func(r store.R
 	for {
 		select {
 		case <-f.recheck:
-			// Before any page: nothing committed after a revocation
-			// reaches a reader it revoked.
-			if err := f.check(ctx); err != nil {
-				return err
-			}
+			f.stale = true
 		default:
 		}
 		last, wake := f.af.State()
 		if last > f.since {
+			// Checked after the position is read: a revocation that
+			// commits after this check comes before any commit past last.
+			if err := f.checkDue(ctx, wait); err != nil {
+				return err
+			}
 			// Grants may have changed since the last page: ask again.
 			app, v, err := f.e.readable(ctx, f.actor, f.ref, f.db, true)
 			if err != nil {
@@ -161,11 +198,12 @@ func (f *Feed) scan(ctx context.Context, wait time.Duration, take func(r store.R
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:
-			// A heartbeat's turn: check the reader too, in case word of a
-			// revocation on another node was lost on the way.
-			return f.check(ctx)
+			// A heartbeat's turn: check the reader too when it is due, in
+			// case word of a revocation on another node was lost.
+			return f.checkDue(ctx, wait)
 		case <-f.recheck:
-			if err := f.check(ctx); err != nil {
+			f.stale = true
+			if err := f.checkDue(ctx, wait); err != nil {
 				return err
 			}
 		case <-wake:

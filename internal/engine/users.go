@@ -35,15 +35,26 @@ func ClientPath(p string) string { return identity.ClientPath(p) }
 
 // Bootstrap creates the admin user on first start; see identity.
 func (e *Engine) Bootstrap(ctx context.Context, token string) (string, error) {
-	return e.id.Bootstrap(ctx, token)
+	if token == "" {
+		return e.id.Bootstrap(ctx, token)
+	}
+	// A chosen token replaces the admin's others, which other nodes'
+	// feeds may hold.
+	var t string
+	err := e.revoking(ctx, AdminUser, func() (err error) {
+		t, err = e.id.Bootstrap(ctx, token)
+		return err
+	})
+	return t, err
 }
 
 // RotateToken gives user a new token and revokes their others.
 func (e *Engine) RotateToken(ctx context.Context, a Actor, user string) (string, error) {
-	token, err := e.id.RotateToken(ctx, a, user)
-	if err == nil {
-		e.revoked(ctx, user)
-	}
+	var token string
+	err := e.revoking(ctx, user, func() (err error) {
+		token, err = e.id.RotateToken(ctx, a, user)
+		return err
+	})
 	return token, err
 }
 
@@ -62,11 +73,7 @@ func (e *Engine) Users(ctx context.Context, a Actor) ([]UserInfo, error) { retur
 
 // RemoveUser deletes a user who owns no app.
 func (e *Engine) RemoveUser(ctx context.Context, a Actor, name string) error {
-	err := e.id.RemoveUser(ctx, a, name)
-	if err == nil {
-		e.revoked(ctx, name)
-	}
-	return err
+	return e.revoking(ctx, name, func() error { return e.id.RemoveUser(ctx, a, name) })
 }
 
 // AddDevice registers a device's public key for the calling user.
@@ -81,11 +88,7 @@ func (e *Engine) Devices(ctx context.Context, a Actor) ([]DeviceInfo, error) {
 
 // RevokeDevice revokes one of the calling user's devices.
 func (e *Engine) RevokeDevice(ctx context.Context, a Actor, name string) error {
-	err := e.id.RevokeDevice(ctx, a, name)
-	if err == nil {
-		e.revoked(ctx, a.User)
-	}
-	return err
+	return e.revoking(ctx, a.User, func() error { return e.id.RevokeDevice(ctx, a, name) })
 }
 
 // AuthenticateDevice verifies a device-signed request.

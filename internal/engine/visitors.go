@@ -189,15 +189,16 @@ func (e *Engine) SignOut(ctx context.Context, a Actor, appRef string) error {
 	if hash == nil {
 		return errs.New(errs.Invalid, "sign-out revokes a visitor's token, and this request was not made with one; send the token in Authorization: Bearer TOKEN")
 	}
-	err := e.st.RemoveToken(ctx, hash)
-	if errors.Is(err, store.ErrNotFound) {
-		return errs.New(errs.Unauthorized, "nothing was revoked: the token is not valid any more, so you are signed out already")
-	}
-	if err != nil {
-		return internal(err)
-	}
-	e.revoked(ctx, a.User)
-	return nil
+	return e.revoking(ctx, a.User, func() error {
+		err := e.st.RemoveToken(ctx, hash)
+		if errors.Is(err, store.ErrNotFound) {
+			return errs.New(errs.Unauthorized, "nothing was revoked: the token is not valid any more, so you are signed out already")
+		}
+		if err != nil {
+			return internal(err)
+		}
+		return nil
+	})
 }
 
 // ValidPassword checks a new password against the limits.

@@ -35,6 +35,9 @@ type Actor struct {
 	// sign-out revokes exactly it. Only Authenticate sets it, so nothing
 	// outside this package can name a session it did not present.
 	session string
+	// deviceKey is the public key of the device that signed the request,
+	// so a recheck tells the device from a new one of the same name.
+	deviceKey string
 }
 
 // SessionHash is the stored hash of the bearer token the actor signed in

@@ -165,5 +165,5 @@ func (e *Service) AuthenticateDeviceBody(ctx context.Context, cred, method, targ
 	if err != nil {
 		return Actor{}, errs.Storage(err)
 	}
-	return Actor{User: u.Name, Admin: u.Admin, Device: d.Name, App: d.App}, nil
+	return Actor{User: u.Name, Admin: u.Admin, Device: d.Name, App: d.App, deviceKey: string(d.PublicKey)}, nil
 }

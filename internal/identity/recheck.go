@@ -3,7 +3,6 @@ package identity
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/store"
@@ -27,8 +26,8 @@ func (e *Service) Recheck(ctx context.Context, a Actor) error {
 		if err != nil {
 			return errs.Storage(err)
 		}
-		if !d.Revoked.IsZero() {
-			return errs.New(errs.Unauthorized, "device %s of user %s was revoked on %s; add a new device with `handoff device add`", d.Name, d.User, d.Revoked.UTC().Format(time.RFC3339))
+		if !d.Revoked.IsZero() || (a.deviceKey != "" && string(d.PublicKey) != a.deviceKey) {
+			return errs.New(errs.Unauthorized, "device %s of user %s was revoked; sign with its current key (`handoff device add` made a new one)", a.Device, a.User)
 		}
 		return nil
 	case a.session != "":

@@ -1,10 +1,13 @@
 package server
 
 import (
+	"cmp"
+	"maps"
 	"math"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 )
@@ -145,18 +148,25 @@ func (l *failLimiter) refund(now time.Time, keys ...string) {
 }
 
 // prune drops the buckets that are full again (they hold no memory of a
-// failure), and arbitrary others if the table is still full.
+// failure), then, if the table is still too full, those nearest to full:
+// the buckets that remember the most failures are the last to go, so a
+// flood of new keys cannot cheaply wipe out the count of a name under
+// attack.
 func (l *failLimiter) prune(now time.Time) {
 	burst, refill := l.limits()
+	level := func(b *failBucket) float64 { return b.tokens + float64(now.Sub(b.at))/float64(refill) }
 	for k, b := range l.buckets {
-		if b.tokens+float64(now.Sub(b.at))/float64(refill) >= burst {
+		if level(b) >= burst {
 			delete(l.buckets, k)
 		}
 	}
-	for k := range l.buckets {
-		if len(l.buckets) < authFailMaxClients*3/4 {
-			break
-		}
+	keep := authFailMaxClients * 3 / 4
+	if len(l.buckets) < keep {
+		return
+	}
+	keys := slices.Collect(maps.Keys(l.buckets))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(level(l.buckets[b]), level(l.buckets[a])) })
+	for _, k := range keys[:len(keys)-keep+1] {
 		delete(l.buckets, k)
 	}
 }

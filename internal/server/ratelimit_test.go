@@ -8,7 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/handoff-run/handoff/errs"
 	"github.com/handoff-run/handoff/internal/auth"
 	"github.com/handoff-run/handoff/internal/engine"
 )
@@ -181,5 +183,55 @@ func TestFailedSignInsHoldNoNames(t *testing.T) {
 		if len(k) > 64 {
 			t.Fatalf("a limiter key is %d bytes: %.80q", len(k), k)
 		}
+	}
+}
+
+// TestFullLimiterKeepsTheBucketsThatRememberMost: when the table fills,
+// a drained bucket outlives every bucket with more tokens left, so a
+// flood of new keys cannot wipe the count of a name under attack.
+func TestFullLimiterKeepsTheBucketsThatRememberMost(t *testing.T) {
+	t.Parallel()
+	var l failLimiter
+	now := time.Date(2027, 3, 1, 9, 0, 0, 0, time.UTC)
+	for range authFailBurst {
+		l.fail("name victim", now)
+	}
+	if wait := l.blocked("name victim", now); wait == 0 {
+		t.Fatal("the victim's bucket is not drained")
+	}
+	// Junk keys, each with one failure: they remember less.
+	for i := range 2 * authFailMaxClients {
+		l.fail(fmt.Sprintf("name junk-%d", i), now)
+	}
+	if n := len(l.buckets); n > authFailMaxClients {
+		t.Fatalf("the table holds %d buckets; the bound is %d", n, authFailMaxClients)
+	}
+	if wait := l.blocked("name victim", now); wait == 0 {
+		t.Fatal("a flood of new keys reset the drained bucket of the name under attack")
+	}
+}
+
+// TestFailuresAfterTheCheckStayCounted: an attempt that fails for any
+// reason but a malformed request costs a guess, whatever the code: an
+// answer that differs by whether the password was right must not be
+// free.
+func TestFailuresAfterTheCheckStayCounted(t *testing.T) {
+	t.Parallel()
+	r := newRateEnv(t)
+	l := visitorLimit{addr: "addr x", name: "name y"}
+	for _, err := range []error{errs.New(errs.Unavailable, "busy"), errs.New(errs.Internal, "store"), errs.New(errs.Unauthorized, "wrong")} {
+		now := r.clk.Now()
+		if wait, _ := r.srv.visitorFails.take(now, l.keys()...); wait != 0 {
+			t.Fatalf("take: wait %v", wait)
+		}
+		r.srv.visitorDone(l, err)
+	}
+	if got := r.srv.visitorFails.buckets["addr x"].tokens; got != authFailBurst-3 {
+		t.Fatalf("after three failures the address has %v tokens; want %d", got, authFailBurst-3)
+	}
+	r.srv.visitorFails.take(r.clk.Now(), l.keys()...)
+	r.srv.visitorDone(l, errs.New(errs.Invalid, "malformed"))
+	if got := r.srv.visitorFails.buckets["addr x"].tokens; got != authFailBurst-3 {
+		t.Fatalf("a malformed attempt kept its token: %v left", got)
 	}
 }

@@ -17,8 +17,10 @@ import (
 // visitor name on an app, so a guesser spread over many addresses still
 // gets few tries at one name. An attempt takes a token from both buckets
 // before the password is looked at, so a burst sent at once is checked
-// no more often than the buckets allow; an attempt that was no guess (a
-// malformed request, a busy server) gives them back. A success gives back
+// no more often than the buckets allow; a malformed attempt, which was no
+// guess, gives them back. Every other failure stays counted, a busy
+// server's or a failing store's too: an answer that differs by whether
+// the name or password was right must cost a guess. A success gives back
 // the address's token and empties the name's count, not the address's,
 // or a guesser with an account of their own could clear their address
 // between guesses.
@@ -60,10 +62,9 @@ func (s *Server) visitorTake(w http.ResponseWriter, l visitorLimit) error {
 		whom, authFailBurst, authFailRefill)
 }
 
-// visitorDone settles an attempt that visitorTake counted: refusals a
-// guesser learns from stay counted; a success gives the address's token
-// back and clears the name's; malformed requests and server trouble are
-// no guess and give both back.
+// visitorDone settles an attempt that visitorTake counted: a success
+// gives the address's token back and clears the name's; a malformed
+// request gives both back; every other failure stays counted.
 func (s *Server) visitorDone(l visitorLimit, err error) {
 	now := s.e.Clock().Now()
 	switch {
@@ -72,8 +73,7 @@ func (s *Server) visitorDone(l visitorLimit, err error) {
 		if l.name != "" {
 			s.visitorFails.reset(l.name)
 		}
-	case errs.Is(err, errs.Unauthorized), errs.Is(err, errs.Forbidden), errs.Is(err, errs.Exists):
-	default:
+	case errs.Is(err, errs.Invalid):
 		s.visitorFails.refund(now, l.keys()...)
 	}
 }

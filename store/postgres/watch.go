@@ -177,6 +177,9 @@ func (w *watcher) listenLoop(ctx context.Context, conn *pgx.Conn) {
 			}
 			backoff = 50 * time.Millisecond
 			w.poll(ctx, true)
+			// Revocations announced meanwhile are lost, and no poll
+			// finds them: every feed checks its reader again.
+			w.tellRevoked("")
 		}
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

@@ -119,7 +119,6 @@ func testFeedsEndWithTheirReader(t *testing.T, e *env) {
 	sam, kim, lee := visitor("sam"), visitor("kim"), visitor("lee")
 	carol, _ := member("carol")
 	dave, _ := member("dave")
-	erin, erinToken := member("erin")
 	key, err := auth.NewDeviceKey("bob", "laptop")
 	if err != nil {
 		t.Fatal(err)
@@ -180,26 +179,62 @@ func testFeedsEndWithTheirReader(t *testing.T, e *env) {
 		}
 	}
 
-	// A credential that goes away without the engine being told (another
-	// node's word lost on the way) ends the feed at its next heartbeat.
-	f, err := e.eng.Follow(e.ctx, erin, "alice/jobs", "", e.jobsSeq())
+	// A device revoked and added again under the same name is a new
+	// device: the old key's feed ends.
+	key2, err := auth.NewDeviceKey("bob", "phone")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if err := e.st.RemoveToken(e.ctx, engine.HashToken(erinToken)); err != nil {
+	if _, err := e.eng.AddDevice(e.ctx, engine.Actor{User: "bob"}, "phone", key2.Public(), ""); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
-	defer cancel()
-	for {
-		c, err := f.Next(ctx, time.Millisecond)
+	cred = strings.TrimPrefix(key2.Sign("GET", "/v1/apps/alice/jobs/feed", nil, e.clk.Now()), auth.SchemeDevice+" ")
+	phone, err := e.eng.AuthenticateDevice(e.ctx, cred, "GET", "/v1/apps/alice/jobs/feed", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := e.follow(phone)
+	if err := e.eng.RevokeDevice(e.ctx, engine.Actor{User: "bob"}, "phone"); err != nil {
+		t.Fatal(err)
+	}
+	key3, _ := auth.NewDeviceKey("bob", "phone")
+	if _, err := e.eng.AddDevice(e.ctx, engine.Actor{User: "bob"}, "phone", key3.Public(), ""); err != nil {
+		t.Fatal(err)
+	}
+	put("after-readd")
+	fl.wantEnded(t, errs.Unauthorized, "a device revoked and added again")
+
+	// A credential that goes away without the engine being told (another
+	// node's word lost on the way) ends the feed within a few heartbeats,
+	// whether the feed is idle or busy.
+	for _, busy := range []bool{false, true} {
+		_, token := member(fmt.Sprint("idle-", busy))
+		reader, err := e.eng.Authenticate(e.ctx, token)
 		if err != nil {
-			wantCode(t, err, errs.Unauthorized, "a token removed behind the engine's back")
-			break
+			t.Fatal(err)
 		}
-		if len(c.Changes) > 0 {
-			t.Fatalf("a feed whose token is gone read %d changes", len(c.Changes))
+		f, err := e.eng.Follow(e.ctx, reader, "alice/jobs", "", e.jobsSeq())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := e.st.RemoveToken(e.ctx, engine.HashToken(token)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+		defer cancel()
+		for i := 0; ; i++ {
+			if busy {
+				put(fmt.Sprint("busy-", i))
+			}
+			c, err := f.Next(ctx, time.Millisecond)
+			if err != nil {
+				wantCode(t, err, errs.Unauthorized, fmt.Sprintf("a token removed behind the engine's back (busy %v)", busy))
+				break
+			}
+			if !busy && len(c.Changes) > 0 {
+				t.Fatalf("an idle feed whose token is gone read %d changes", len(c.Changes))
+			}
 		}
 	}
 }
