@@ -39,6 +39,35 @@ func Bundle(dir, name string) (Module, error) {
 	if err != nil {
 		return Module{}, err
 	}
+	res, uses, err := build(root, name, false)
+	if err != nil {
+		return Module{}, err
+	}
+	if err := confined(root, name, uses); err != nil {
+		// Built again, resolving every import through the plugin: slower,
+		// but the refusal names the importing file and line.
+		if _, _, serr := build(root, name, true); serr != nil {
+			return Module{}, serr
+		}
+		return Module{}, err
+	}
+	if len(uses) == 1 {
+		// Nothing imported: deploy the file exactly as written.
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			return Module{}, errs.New(errs.Invalid, "cannot read %s: %v", filepath.Join(dir, name), err)
+		}
+		return Module{Code: string(b), Uses: uses}, nil
+	}
+	if len(res.OutputFiles) != 1 {
+		return Module{}, errs.New(errs.Internal, "bundling %s gave %d output files, want 1", name, len(res.OutputFiles))
+	}
+	return Module{Code: string(res.OutputFiles[0].Contents), Uses: uses}, nil
+}
+
+// build bundles name in root. With strict, every import is resolved
+// through the plugin, the plain relative ones too.
+func build(root, name string, strict bool) (api.BuildResult, []string, error) {
 	res := api.Build(api.BuildOptions{
 		EntryPoints:   []string{name},
 		AbsWorkingDir: root,
@@ -56,27 +85,13 @@ func Bundle(dir, name string) (Module, error) {
 		Write:          false,
 		Outfile:        filepath.Join(root, name),
 		LogLevel:       api.LogLevelSilent,
-		Plugins:        []api.Plugin{confine(root)},
+		Plugins:        []api.Plugin{confine(root, strict)},
 	})
 	if len(res.Errors) > 0 {
-		return Module{}, bundleError(name, res.Errors)
+		return res, nil, bundleError(name, wordMissing(res.Errors, root))
 	}
 	uses, err := inputs(res.Metafile, name)
-	if err != nil {
-		return Module{}, err
-	}
-	if len(uses) == 1 {
-		// Nothing imported: deploy the file exactly as written.
-		b, err := os.ReadFile(filepath.Join(root, name))
-		if err != nil {
-			return Module{}, errs.New(errs.Invalid, "cannot read %s: %v", filepath.Join(dir, name), err)
-		}
-		return Module{Code: string(b), Uses: uses}, nil
-	}
-	if len(res.OutputFiles) != 1 {
-		return Module{}, errs.New(errs.Internal, "bundling %s gave %d output files, want 1", name, len(res.OutputFiles))
-	}
-	return Module{Code: string(res.OutputFiles[0].Contents), Uses: uses}, nil
+	return res, uses, err
 }
 
 // realDir is dir as an absolute path with its symbolic links resolved, so
@@ -94,12 +109,26 @@ func realDir(dir string) (string, error) {
 
 // confine checks every import against the folder. esbuild's own resolver
 // finds the file; the plugin refuses what it finds outside root, and
-// words a missing module as something the user can act on.
-func confine(root string) api.Plugin {
+// words a missing module as something the user can act on. A path that
+// stays inside the folder as written is left to esbuild alone: a plugin's
+// own resolve reads a package's package.json afresh each time, and a
+// package of many files (date-fns) took seconds of it. Where such a path
+// leads through a symbolic link is checked on the build's inputs
+// (confined).
+func confine(root string, strict bool) api.Plugin {
 	return api.Plugin{Name: "app-folder", Setup: func(b api.PluginBuild) {
 		b.OnResolve(api.OnResolveOptions{Filter: ".*"}, func(args api.OnResolveArgs) (api.OnResolveResult, error) {
 			if _, ok := args.PluginData.(innerResolve); ok {
 				return api.OnResolveResult{}, nil
+			}
+			if !strict && !isBare(args.Path) && args.Namespace == "file" {
+				target := args.Path
+				if !filepath.IsAbs(target) {
+					target = filepath.Join(args.ResolveDir, target)
+				}
+				if inside(root, target) {
+					return api.OnResolveResult{}, nil
+				}
 			}
 			r := b.Resolve(args.Path, api.ResolveOptions{
 				Importer: args.Importer, Namespace: args.Namespace, ResolveDir: args.ResolveDir,
@@ -178,6 +207,36 @@ func inputs(metafile, entry string) ([]string, error) {
 	}
 	slices.Sort(uses[1:])
 	return uses, nil
+}
+
+// confined refuses a build that read a file outside root: one reached by
+// a path inside the folder that is a symbolic link to elsewhere.
+func confined(root, entry string, uses []string) error {
+	for _, u := range uses {
+		p := filepath.Join(root, filepath.FromSlash(u))
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			real = p
+		}
+		if !inside(root, real) {
+			return errs.New(errs.Invalid, "%s: %s", entry, outsideHint(u, real))
+		}
+	}
+	return nil
+}
+
+// wordMissing words esbuild's own "Could not resolve" of a path, which
+// the plugin left to it, as the plugin words a missing module.
+func wordMissing(msgs []api.Message, root string) []api.Message {
+	for i, m := range msgs {
+		if p, ok := strings.CutPrefix(m.Text, "Could not resolve \""); ok {
+			if p, _, ok := strings.Cut(p, "\""); ok {
+				msgs[i].Text = missingHint(p, root)
+				msgs[i].PluginName = "app-folder"
+			}
+		}
+	}
+	return msgs
 }
 
 // bundleError is the refusal of a module that does not bundle, worded

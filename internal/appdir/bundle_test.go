@@ -2,6 +2,7 @@ package appdir
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -204,5 +205,32 @@ func TestWatchSeesImports(t *testing.T) {
 	os.Chtimes(filepath.Join(dir, "node_modules", "brackets"), time.Unix(1, 0), time.Unix(1, 0))
 	if stamp(dir, c.Uses) != before {
 		t.Error("an unused file in node_modules/ is watched")
+	}
+}
+
+// BenchmarkBundleManyFilePackage bundles an app that imports the index of
+// a package of 300 files with an exports map of 600 entries, the shape of
+// date-fns: the folder's checks must not make each import cost a read of
+// the package's package.json.
+func BenchmarkBundleManyFilePackage(b *testing.B) {
+	dir := b.TempDir()
+	files := map[string]string{"backend.js": "import { f7 } from \"many\";\nexport function onChange() { return f7(); }"}
+	index := ""
+	exports := "{\".\": \"./index.js\""
+	for i := range 300 {
+		name := fmt.Sprintf("f%d", i)
+		files["node_modules/many/"+name+".js"] = fmt.Sprintf("import { helper } from \"./helper.js\";\nexport function %s() { return helper(%d); }", name, i)
+		index += fmt.Sprintf("export * from \"./%s.js\";\n", name)
+		exports += fmt.Sprintf(", \"./%s\": \"./%s.js\", \"./%s.js\": \"./%s.js\"", name, name, name, name)
+	}
+	files["node_modules/many/helper.js"] = "export function helper(n) { return n; }"
+	files["node_modules/many/index.js"] = index
+	files["node_modules/many/package.json"] = `{"name": "many", "type": "module", "sideEffects": false, "exports": ` + exports + `}}`
+	apptest.Write(b, dir, files)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := Bundle(dir, "backend.js"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -16,7 +16,8 @@ import (
 
 // Program is one compiled version of a user's module. It is immutable and
 // safe to share: every runtime of every Pool built from it runs the same
-// *goja.Program, so a deploy pays for parsing and compiling exactly once.
+// *goja.Program, so a deploy pays for parsing and compiling exactly once,
+// and the same source compiles once per process (compile_cache.go).
 type Program struct {
 	filename string
 	sources  []string // the user's files in stack frames (mapSources)
@@ -86,6 +87,19 @@ func supported() map[string]bool {
 // syntax the runtime cannot run come back as a *CompileError that names
 // the user's file, line and column.
 func Compile(filename, source string) (*Program, error) {
+	k := keyOf(filename, source)
+	if p := programs.get(k); p != nil {
+		return p, nil
+	}
+	p, err := compile(filename, source)
+	if err != nil {
+		return nil, err // errors are not kept: they are cheap to find again
+	}
+	programs.put(k, p)
+	return p, nil
+}
+
+func compile(filename, source string) (*Program, error) {
 	res := api.Transform(source, api.TransformOptions{
 		// goja resolves the map's sources against filename's folder, so
 		// the map names the file by its base name: a test at

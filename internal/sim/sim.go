@@ -57,6 +57,9 @@ type Options struct {
 	// Dir is the app's folder (access.js and/or backend.js), read with
 	// appdir.Read and deployed before the engine starts. Required.
 	Dir string
+	// Code, when set, is the folder's code already read: a run of many
+	// tests bundles the folder once, not once a test.
+	Code *appdir.Code
 	// App is "owner/name"; default "alice/app". The owner is created as a
 	// user.
 	App string
@@ -124,9 +127,14 @@ func New(t TB, o Options) *Env {
 	if !ok {
 		t.Fatalf("sim: App %q is not owner/name", o.App)
 	}
-	code, err := appdir.Read(o.Dir)
-	if err != nil {
-		t.Fatalf("sim: reading the app folder: %v", err)
+	var code appdir.Code
+	if o.Code != nil {
+		code = *o.Code
+	} else {
+		var err error
+		if code, err = appdir.Read(o.Dir); err != nil {
+			t.Fatalf("sim: reading the app folder: %v", err)
+		}
 	}
 
 	ctx := o.Ctx
