@@ -82,4 +82,5 @@ fi
 go test ./internal/engine -run '^$' -fuzz '^FuzzDocument$' -fuzztime "${FUZZTIME:-8000x}"
 go test ./internal/server -run '^$' -fuzz '^FuzzHTTP$' -fuzztime "${FUZZTIME:-800x}"
 go test ./internal/server -run '^$' -fuzz '^FuzzSiteRedirect$' -fuzztime "${FUZZTIME:-5000x}"
+go test ./internal/jsvm -run '^$' -fuzz '^FuzzCompileAndLoad$' -fuzztime "${FUZZTIME:-3000x}"
 echo "all checks passed"

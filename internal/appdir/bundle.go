@@ -76,6 +76,7 @@ func build(root, name string, strict bool) (api.BuildResult, []string, error) {
 		Target:        api.ESNext,
 		Supported:     jsvm.Unsupported(),
 		LogOverride:   jsvm.Refusals(),
+		Define:        jsvm.Defines(),
 		Platform:      api.PlatformNeutral,
 		MainFields:    []string{"module", "main"},
 		// The server compiles the result once more; keep it as written.

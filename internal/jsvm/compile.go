@@ -71,6 +71,14 @@ var loweredFeatures = map[string]bool{
 	"top-level-await":      false, // CommonJS has none; esbuild reports it with a position
 }
 
+// Defines are the names a bundle sees replaced by constants, as the
+// bundlers npm packages are written for do: process.env.NODE_ENV picks a
+// package's production build (immer, react and others read it at load,
+// and there is no process object to read it from).
+func Defines() map[string]string {
+	return map[string]string{"process.env.NODE_ENV": `"production"`}
+}
+
 // Unsupported is the feature set of esbuild that the runtime cannot or
 // will not run (refused.go), for a bundler that should refuse that syntax
 // where the user wrote it.
@@ -116,6 +124,7 @@ func compile(filename, source string) (*Program, error) {
 		// parser panics on the escape \u{10FFFF}, which esbuild would
 		// write for "\uDBFF\uDFFF".
 		Charset:  api.CharsetUTF8,
+		Define:   Defines(),
 		Banner:   moduleBanner,
 		Footer:   moduleFooter,
 		LogLevel: api.LogLevelSilent,

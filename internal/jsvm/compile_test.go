@@ -136,3 +136,14 @@ func TestGojaRunsUnloweredSyntax(t *testing.T) {
 		}
 	}
 }
+
+// TestCompileDefinesNodeEnv: packages that pick their build by
+// process.env.NODE_ENV get the production one, with no process object.
+func TestCompileDefinesNodeEnv(t *testing.T) {
+	p := newTestPool(t, "backend.js", `export function f() {
+	return [process.env.NODE_ENV, typeof process, process.env.NODE_ENV === "production" ? "prod" : "dev"].join(",");
+}`, Options{Size: 1})
+	if got := mustJSON(t, p, "f"); got != `"production,undefined,prod"` {
+		t.Fatalf("f() = %s", got)
+	}
+}
