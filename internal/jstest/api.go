@@ -39,12 +39,13 @@ type testRun struct {
 	ctx context.Context
 	ops sync.WaitGroup // natives still working off the runtime
 
-	mu      sync.Mutex
-	users   map[string]bool // users and memberships made by t.as
-	stub    goja.Callable   // t.stubFetch's handler, on vm
-	vm      *jsvm.VM
-	console []string
-	refused []Transition
+	mu        sync.Mutex
+	users     map[string]bool // users and memberships made by t.as
+	stub      goja.Callable   // t.stubFetch's handler, on vm
+	vm        *jsvm.VM
+	console   []string
+	refused   []Transition
+	fetchErrs []handlerErr // the fetch handler's throws, seen by t.fetch
 }
 
 // apiError is a refused call on its way into the runtime: a plain object
@@ -169,8 +170,19 @@ func written(r appcode.WriteResult, err error) (any, error) {
 
 // invalid rejects at once with code invalid.
 func invalid(vm *jsvm.VM, format string, args ...any) goja.Value {
-	p, _, reject := vm.NewPromise()
-	_ = reject(apiError{errs.New(errs.Invalid, format, args...)}.JSValue(vm))
+	return reject(vm, errs.New(errs.Invalid, format, args...))
+}
+
+// reject rejects at once with err, keeping its code: wrapping a coded
+// error again would print the code twice ("invalid: invalid: ...").
+// An error without a code is a bad argument.
+func reject(vm *jsvm.VM, err error) goja.Value {
+	var ee *errs.Error
+	if !errors.As(err, &ee) {
+		err = errs.New(errs.Invalid, "%v", err)
+	}
+	p, _, rej := vm.NewPromise()
+	_ = rej(apiError{err}.JSValue(vm))
 	return vm.ToValue(p)
 }
 
@@ -252,7 +264,7 @@ func options(vm *jsvm.VM, v goja.Value, name string, allowed ...string) (map[str
 func (f *fileRun) put(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 	a, err := f.actor(vm, c.Argument(0))
 	if err != nil {
-		return invalid(vm, "%v", err)
+		return reject(vm, err)
 	}
 	db := c.Argument(1).String()
 	doc, ok := c.Argument(2).(*goja.Object)
@@ -261,7 +273,7 @@ func (f *fileRun) put(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 	}
 	opts, err := options(vm, c.Argument(3), "put", "ifRev", "ifAbsent", "id")
 	if err != nil {
-		return invalid(vm, "%v", err)
+		return reject(vm, err)
 	}
 	var po appcode.PutOptions
 	id, _ := str(opts["id"])
@@ -289,7 +301,7 @@ func (f *fileRun) put(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 func (f *fileRun) get(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 	a, err := f.actor(vm, c.Argument(0))
 	if err != nil {
-		return invalid(vm, "%v", err)
+		return reject(vm, err)
 	}
 	db := c.Argument(1).String()
 	id, ok := str(c.Argument(2))
@@ -309,7 +321,7 @@ func (f *fileRun) get(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 func (f *fileRun) del(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 	a, err := f.actor(vm, c.Argument(0))
 	if err != nil {
-		return invalid(vm, "%v", err)
+		return reject(vm, err)
 	}
 	db := c.Argument(1).String()
 	id, ok := str(c.Argument(2))
@@ -318,7 +330,7 @@ func (f *fileRun) del(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 	}
 	opts, err := options(vm, c.Argument(3), "del", "ifRev")
 	if err != nil {
-		return invalid(vm, "%v", err)
+		return reject(vm, err)
 	}
 	ifRev, _ := str(opts["ifRev"])
 	return f.asActor(vm, a, func(ctx context.Context, tr *testRun, actor engine.Actor) (any, error) {
@@ -330,12 +342,12 @@ func (f *fileRun) del(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 func (f *fileRun) query(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 	a, err := f.actor(vm, c.Argument(0))
 	if err != nil {
-		return invalid(vm, "%v", err)
+		return reject(vm, err)
 	}
 	db := c.Argument(1).String()
 	opts, err := options(vm, c.Argument(2), "query", "field", "key", "limit", "after")
 	if err != nil {
-		return invalid(vm, "%v", err)
+		return reject(vm, err)
 	}
 	field, _ := str(opts["field"])
 	after, _ := str(opts["after"])
@@ -380,7 +392,7 @@ func (f *fileRun) query(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 func (f *fileRun) fetch(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 	a, err := f.actor(vm, c.Argument(0))
 	if err != nil {
-		return invalid(vm, "%v", err)
+		return reject(vm, err)
 	}
 	p, ok := str(c.Argument(1))
 	if !ok || !strings.HasPrefix(p, "/") {
@@ -388,7 +400,7 @@ func (f *fileRun) fetch(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 	}
 	opts, err := options(vm, c.Argument(2), "fetch", "method", "headers", "body")
 	if err != nil {
-		return invalid(vm, "%v", err)
+		return reject(vm, err)
 	}
 	req := appcode.FetchRequest{Method: "GET", URL: "http://" + appName + "--" + owner + ".localhost" + p, Header: map[string][]string{}}
 	if m, ok := str(opts["method"]); ok {
@@ -417,8 +429,16 @@ func (f *fileRun) fetch(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 		req.Path = "/"
 	}
 	return f.asActor(vm, a, func(ctx context.Context, tr *testRun, actor engine.Actor) (any, error) {
+		start := tr.env.Now()
 		r, err := tr.env.Engine.Fetch(ctx, actor, tr.env.App, req)
-		if err != nil {
+		var ee *errs.Error
+		if errors.As(err, &ee) {
+			if ee.Code == errs.AppError {
+				tr.sawHandlerError(appcode.Fetch, start, ee.Detail)
+			}
+			// A server answers a coded error as HTTP; so does t.fetch.
+			r = errorResponse(ee)
+		} else if err != nil {
 			return nil, err
 		}
 		headers := map[string]any{}
@@ -435,7 +455,7 @@ func (f *fileRun) fetch(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 func (f *fileRun) advance(vm *jsvm.VM, c goja.FunctionCall) goja.Value {
 	d, err := duration(c.Argument(0))
 	if err != nil {
-		return invalid(vm, "%v", err)
+		return reject(vm, err)
 	}
 	return f.async(vm, func(ctx context.Context, tr *testRun) (any, error) {
 		tr.env.RunFor(d)

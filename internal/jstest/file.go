@@ -154,6 +154,9 @@ func (f *fileRun) run(ctx context.Context, i int, name string) Result {
 			return nil, fmt.Errorf("the test %q was not registered again when its file was reloaded; register tests the same way on every load", name)
 		},
 	})
+	// The runs that ended before the test did: cancelling below cuts
+	// short the others, which is no failure of the app's.
+	runs := env.Runs()
 	// Stop what the test left playing (an advance past its timeout), and
 	// wait for it before the environment closes under it.
 	cancel(errors.New("the test ended"))
@@ -169,6 +172,9 @@ func (f *fileRun) run(ctx context.Context, i int, name string) Result {
 	}
 	tr.cov(f.cov)
 	res.Console = tr.console
+	if !res.OK {
+		tr.failureContext(&res, runs)
+	}
 	res.Elapsed = time.Since(start)
 	res.Virtual = env.Elapsed()
 	return res

@@ -55,6 +55,13 @@ type Result struct {
 	// Console is what the test printed with console.log; shown when it
 	// fails.
 	Console []string `json:"console,omitempty"`
+	// HandlerErrors are the app's handlers' throws during a failed test,
+	// and Logs the last lines of the app's log (LogsOmitted says how many
+	// earlier ones were left out): the cause an assertion often only
+	// echoes.
+	HandlerErrors []HandlerError `json:"handlerErrors,omitempty"`
+	Logs          []string       `json:"logs,omitempty"`
+	LogsOmitted   int            `json:"logsOmitted,omitempty"`
 	// Elapsed is real time; Virtual the protocol time the test played.
 	Elapsed time.Duration `json:"elapsedNs"`
 	Virtual time.Duration `json:"virtualNs"`

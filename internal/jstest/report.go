@@ -33,9 +33,11 @@ func WriteResult(w io.Writer, r Result) {
 		}
 		fmt.Fprintf(w, "      %s\n", line)
 	}
+	writeHandlerErrors(w, r)
 	for _, line := range r.Console {
 		fmt.Fprintf(w, "      console: %s\n", line)
 	}
+	writeLogs(w, r)
 }
 
 // WriteSummary prints the counts and the transition table.

@@ -38,6 +38,8 @@ func (s *Server) routes() {
 	s.api("POST /v1/apps/{owner}/{app}/events/{seq}/replay", s.replay)
 	s.api("GET /v1/apps/{owner}/{app}/schedule", s.schedule)
 	s.api("GET /v1/apps/{owner}/{app}/feed", s.feed)
+	// No credentials: any page may ask whether its origin is allowed.
+	s.handle("GET /v1/apps/{owner}/{app}/cors", http.HandlerFunc(s.originCheck))
 
 	const db = "/v1/apps/{owner}/{app}/dbs/{db}"
 	s.api("GET "+db+"/docs", s.scan)

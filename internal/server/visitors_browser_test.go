@@ -58,8 +58,8 @@ func TestVisitorSignsInOnTheAppsPage(t *testing.T) {
 		return r;
 	})()`, whoami), &got)
 	// Another app is out of reach: CORS refuses the call before the
-	// token's scope would.
-	if got.Up != "sam@board--alice" || got.Who != "sam@board--alice alice/board" || !strings.HasPrefix(got.Refused, "unavailable") {
+	// token's scope would, and the page is told so.
+	if got.Up != "sam@board--alice" || got.Who != "sam@board--alice alice/board" || !strings.HasPrefix(got.Refused, "forbidden: ") || !strings.Contains(got.Refused, "handoff app set --app alice/jobs --origin") {
 		t.Fatalf("after sign-up: %+v", got)
 	}
 	if err := s.e.AddMember(s.ctx, aliceCLI, app, "sam@board--alice", "viewer"); err != nil {

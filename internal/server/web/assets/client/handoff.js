@@ -69,7 +69,10 @@ class Client {
         cache: "no-store",
       });
     } catch (err) {
-      throw new HandoffError("unavailable", `cannot reach the handoff server (${err.message}); check that it is running`);
+      throw (
+        (await refusedOrigin(this.server, url)) ||
+        new HandoffError("unavailable", `cannot reach the handoff server (${err.message}); check that it is running`)
+      );
     }
     if (!res.ok) throw await errorFrom(res);
     return res.json();
@@ -535,7 +538,9 @@ class Feed {
             cache: "no-store",
           });
         } catch (err) {
-          throw new HandoffError("unavailable", `the live feed cannot reach the server (${err.message})`);
+          // An abort is ours (a stall, a restart), not the server's refusal.
+          const refused = err.name === "AbortError" ? null : await refusedOrigin(this.client.server, this.url);
+          throw refused || new HandoffError("unavailable", `the live feed cannot reach the server (${err.message})`);
         }
         if (!res.ok) throw await errorFrom(res);
         // The server says how often it sends a heartbeat; three silent
@@ -686,6 +691,35 @@ async function errorFrom(res) {
   const code = { 401: "unauthorized", 403: "forbidden", 404: "not_found", 413: "too_large" }[res.status] ||
     (res.status >= 500 || res.status === 408 || res.status === 429 ? "unavailable" : "invalid");
   return new HandoffError(code, `the server answered ${res.status} ${res.statusText}`, { status: res.status });
+}
+
+// refusedOrigin tells a refused origin from an unreachable server. A
+// browser hides a refused CORS preflight from the page, which sees only a
+// network error; the server's /cors route, which any origin may read,
+// says whether this page's origin may call the app, and how to allow it.
+// It answers null when that is not why the call failed.
+async function refusedOrigin(server, url) {
+  const m = /^\/v1\/apps\/([^/?]+)\/([^/?]+)/.exec(url);
+  if (!m || typeof location === "undefined") return null;
+  let base;
+  try {
+    base = new URL(server || "/", location.href);
+  } catch {
+    return null;
+  }
+  if (base.origin === location.origin) return null; // no CORS on the same origin
+  try {
+    const res = await fetch(`${base.origin}${base.pathname.replace(/\/+$/, "")}/v1/apps/${m[1]}/${m[2]}/cors`, {
+      credentials: "omit",
+      cache: "no-store",
+    });
+    if (!res.ok) return null;
+    const a = await res.json();
+    if (a.allowed || !a.error || !a.error.code) return null;
+    return new HandoffError(a.error.code, a.error.message || a.error.code, { status: 403 });
+  } catch {
+    return null; // the server is unreachable after all
+  }
 }
 
 // An empty ifRev would be dropped from the query and the write made
