@@ -20,9 +20,12 @@ const maxNames = 10_000
 // own view.
 const ctxGlobal = "__handoffAccessCtx"
 
-// setup installs ctx's checks in a new runtime. Each check throws
-// {forbidden: reason}, exactly as a user's own refusal does.
+// setup installs the web API and ctx's checks in a new runtime. Each
+// check throws {forbidden: reason}, exactly as a user's own refusal does.
 func (f *Func) setup(vm *jsvm.VM) error {
+	if err := jsvm.InstallWeb(vm, jsvm.WebOptions{}); err != nil { // URL, structuredClone, crypto, ...
+		return err
+	}
 	st := f.state(vm)
 
 	deny := func(format string, args ...any) {

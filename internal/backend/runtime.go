@@ -81,7 +81,11 @@ func (b *Backend) setup(vm *jsvm.VM) error {
 	if err := rt.installTimers(); err != nil {
 		return err
 	}
-	if err := rt.installWeb(); err != nil { // web.go: fetch, Response, crypto, ...
+	// URL, structuredClone, crypto, ... on the timers, under fetch.
+	if err := jsvm.InstallWeb(vm, jsvm.WebOptions{Timers: true}); err != nil {
+		return err
+	}
+	if err := rt.installWeb(); err != nil { // web.go: fetch, Response, TextEncoder, ...
 		return err
 	}
 	if b.c.o.Setup != nil {

@@ -1,16 +1,9 @@
 package backend
 
 import (
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha1"
-	"crypto/sha256"
-	"crypto/sha512"
-	"crypto/subtle"
 	_ "embed"
 	"errors"
 	"fmt"
-	"hash"
 	"reflect"
 	"strings"
 	"sync"
@@ -22,10 +15,10 @@ import (
 )
 
 // web.js defines the web globals of backend.js (Headers, Request,
-// Response, fetch, TextEncoder, TextDecoder, crypto) in JavaScript, on
-// top of the few host functions below that need Go: UTF-8, hashing,
-// randomness and the network. It is compiled once and run in every new
-// runtime.
+// Response, fetch, TextEncoder, TextDecoder) in JavaScript, on top of the
+// few host functions below that need Go: UTF-8 and the network. The rest
+// of the web API (URL, crypto, ...) is jsvm.InstallWeb's. It is compiled
+// once and run in every new runtime.
 //
 //go:embed web.js
 var webJS string
@@ -49,8 +42,6 @@ func (rt *runtime) installWeb() error {
 	host := vm.NewObject()
 	for name, fn := range map[string]func(goja.FunctionCall) goja.Value{
 		"encode": rt.hostEncode, "decode": rt.hostDecode,
-		"hmac": rt.hostHMAC, "digest": rt.hostDigest, "equal": rt.hostEqual,
-		"random": rt.hostRandom, "uuid": rt.hostUUID,
 		"fetch": rt.hostFetch,
 	} {
 		if err := host.Set(name, fn); err != nil {
@@ -124,68 +115,6 @@ func (rt *runtime) hostDecode(fc goja.FunctionCall) goja.Value {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	return rt.vm.ToValue(s)
-}
-
-func newHash(name string) (func() hash.Hash, bool) {
-	switch name {
-	case "SHA-1":
-		return sha1.New, true
-	case "SHA-256":
-		return sha256.New, true
-	case "SHA-384":
-		return sha512.New384, true
-	case "SHA-512":
-		return sha512.New, true
-	}
-	return nil, false
-}
-
-// hostHMAC(hash, key, data) → ArrayBuffer of the MAC.
-func (rt *runtime) hostHMAC(fc goja.FunctionCall) goja.Value {
-	h, ok := newHash(fc.Argument(0).String())
-	if !ok {
-		panic(rt.vm.NewTypeError("unsupported hash"))
-	}
-	m := hmac.New(h, bytesArg(rt.vm, fc.Argument(1)))
-	m.Write(bytesArg(rt.vm, fc.Argument(2)))
-	return rt.vm.ToValue(rt.vm.NewArrayBuffer(m.Sum(nil)))
-}
-
-// hostDigest(hash, data) → ArrayBuffer of the digest.
-func (rt *runtime) hostDigest(fc goja.FunctionCall) goja.Value {
-	h, ok := newHash(fc.Argument(0).String())
-	if !ok {
-		panic(rt.vm.NewTypeError("unsupported hash"))
-	}
-	d := h()
-	d.Write(bytesArg(rt.vm, fc.Argument(1)))
-	return rt.vm.ToValue(rt.vm.NewArrayBuffer(d.Sum(nil)))
-}
-
-// hostEqual(a, b) compares in time that does not depend on where they
-// differ, so a signature check leaks nothing about the right signature.
-func (rt *runtime) hostEqual(fc goja.FunctionCall) goja.Value {
-	return rt.vm.ToValue(subtle.ConstantTimeCompare(bytesArg(rt.vm, fc.Argument(0)), bytesArg(rt.vm, fc.Argument(1))) == 1)
-}
-
-// hostRandom(n) → ArrayBuffer of n random bytes (n ≤ 65536, checked in JS).
-func (rt *runtime) hostRandom(fc goja.FunctionCall) goja.Value {
-	n := fc.Argument(0).ToInteger()
-	if n < 0 || n > 65536 {
-		panic(rt.vm.NewTypeError("bad length"))
-	}
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return rt.vm.ToValue(rt.vm.NewArrayBuffer(b))
-}
-
-// hostUUID() → a random (version 4) UUID.
-func (rt *runtime) hostUUID(goja.FunctionCall) goja.Value {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return rt.vm.ToValue(fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]))
 }
 
 // maxHeaders bounds the headers of one request or response, well within

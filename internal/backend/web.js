@@ -1,6 +1,6 @@
 // The web globals of backend.js: Headers, Request, Response, fetch,
-// TextEncoder, TextDecoder and crypto (getRandomValues, randomUUID and the
-// HMAC and digest part of crypto.subtle). They follow the WHATWG and W3C
+// TextEncoder and TextDecoder (the rest of the web API, crypto included,
+// is package jsvm's, shared with access.js). They follow the WHATWG and W3C
 // shapes closely enough that ordinary handler code runs unchanged; bodies
 // are whole byte arrays rather than streams.
 //
@@ -434,128 +434,7 @@
     }
   }
 
-  // crypto: random values, and HMAC and digests in crypto.subtle.
-  function domError(name, message) {
-    const e = new Error(message);
-    e.name = name;
-    return e;
-  }
-
-  const HASHES = ["SHA-1", "SHA-256", "SHA-384", "SHA-512"];
-
-  function hashName(h, what) {
-    const n = typeof h === "string" ? h : h && h.name;
-    const u = String(n).toUpperCase();
-    if (!HASHES.includes(u)) throw domError("NotSupportedError", `${what}: hash ${JSON.stringify(n)} is not supported; use one of ${HASHES.join(", ")}`);
-    return u;
-  }
-
-  function algName(a) {
-    const n = typeof a === "string" ? a : a && a.name;
-    return String(n).toUpperCase();
-  }
-
-  // CryptoKey: the key bytes live in a WeakMap of this closure, so user
-  // code can neither make a key nor read one it imported unextractable.
-  const keys = new WeakMap();
-  function makeKey(raw, hash, extractable, usages) {
-    const k = Object.create(CryptoKeyProto);
-    keys.set(k, { raw, hash, extractable, usages });
-    return Object.freeze(k);
-  }
-  function keyOf(k, usage, what) {
-    const s = keys.get(k);
-    if (!s) throw new TypeError(`${what}: the key must be a CryptoKey from crypto.subtle.importKey`);
-    if (!s.usages.includes(usage)) throw domError("InvalidAccessError", `${what}: the key was imported without the "${usage}" usage`);
-    return s;
-  }
-  function PublicCryptoKey() {
-    throw new TypeError("CryptoKey is made by crypto.subtle.importKey");
-  }
-  const CryptoKeyProto = PublicCryptoKey.prototype;
-  Object.defineProperties(CryptoKeyProto, {
-    type: { get() { return keys.get(this) ? "secret" : undefined; } },
-    extractable: { get() { const s = keys.get(this); return s ? s.extractable : undefined; } },
-    algorithm: { get() { const s = keys.get(this); return s ? { name: "HMAC", hash: { name: s.hash }, length: s.raw.length * 8 } : undefined; } },
-    usages: { get() { const s = keys.get(this); return s ? [...s.usages] : undefined; } },
-    [Symbol.toStringTag]: { value: "CryptoKey" },
-  });
-  Object.defineProperty(PublicCryptoKey, "name", { value: "CryptoKey" });
-
-  function settle(fn) {
-    try {
-      return Promise.resolve(fn());
-    } catch (err) {
-      return Promise.reject(err);
-    }
-  }
-
-  function data(x, what) {
-    const b = bytes(x);
-    if (b) return b;
-    if (typeof x === "string") return new Uint8Array(host.encode(x)); // handoff's shortcut
-    throw new TypeError(`${what}: data must be an ArrayBuffer or a typed array (encode text with new TextEncoder().encode(s))`);
-  }
-
-  const subtle = Object.freeze({
-    importKey(format, keyData, algorithm, extractable, usages) {
-      return settle(() => {
-        if (format !== "raw") throw domError("NotSupportedError", `crypto.subtle.importKey: format ${JSON.stringify(format)} is not supported; use "raw"`);
-        if (algName(algorithm) !== "HMAC") throw domError("NotSupportedError", `crypto.subtle.importKey: only HMAC keys are supported, e.g. {name: "HMAC", hash: "SHA-256"}`);
-        const hash = hashName(algorithm.hash, "crypto.subtle.importKey");
-        const raw = data(keyData, "crypto.subtle.importKey").slice();
-        if (raw.length === 0) throw domError("DataError", "crypto.subtle.importKey: the key is empty");
-        const us = [...(usages || [])].map(String);
-        for (const u of us) if (u !== "sign" && u !== "verify") throw new SyntaxError(`crypto.subtle.importKey: usage ${JSON.stringify(u)} does not apply to HMAC keys; use "sign" and "verify"`);
-        if (us.length === 0) throw new SyntaxError(`crypto.subtle.importKey: pass the usages, e.g. ["sign", "verify"]`);
-        return makeKey(raw, hash, !!extractable, us);
-      });
-    },
-    exportKey(format, key) {
-      return settle(() => {
-        const s = keys.get(key);
-        if (!s) throw new TypeError("crypto.subtle.exportKey: not a CryptoKey");
-        if (format !== "raw") throw domError("NotSupportedError", `crypto.subtle.exportKey: format ${JSON.stringify(format)} is not supported; use "raw"`);
-        if (!s.extractable) throw domError("InvalidAccessError", "crypto.subtle.exportKey: the key is not extractable");
-        return s.raw.slice().buffer;
-      });
-    },
-    sign(algorithm, key, msg) {
-      return settle(() => {
-        if (algName(algorithm) !== "HMAC") throw domError("NotSupportedError", "crypto.subtle.sign: only HMAC is supported");
-        const s = keyOf(key, "sign", "crypto.subtle.sign");
-        return host.hmac(s.hash, s.raw, data(msg, "crypto.subtle.sign"));
-      });
-    },
-    verify(algorithm, key, signature, msg) {
-      return settle(() => {
-        if (algName(algorithm) !== "HMAC") throw domError("NotSupportedError", "crypto.subtle.verify: only HMAC is supported");
-        const s = keyOf(key, "verify", "crypto.subtle.verify");
-        const mac = new Uint8Array(host.hmac(s.hash, s.raw, data(msg, "crypto.subtle.verify")));
-        return host.equal(mac, data(signature, "crypto.subtle.verify"));
-      });
-    },
-    digest(algorithm, msg) {
-      return settle(() => host.digest(hashName(algorithm, "crypto.subtle.digest"), data(msg, "crypto.subtle.digest")));
-    },
-  });
-
-  const crypto = Object.freeze({
-    subtle,
-    getRandomValues(array) {
-      if (!ArrayBuffer.isView(array) || array instanceof Float32Array || array instanceof Float64Array || array instanceof DataView) {
-        throw new TypeError("crypto.getRandomValues takes an integer typed array, e.g. new Uint8Array(16)");
-      }
-      if (array.byteLength > 65536) throw domError("QuotaExceededError", "crypto.getRandomValues fills at most 65536 bytes at a time");
-      bytes(array).set(new Uint8Array(host.random(array.byteLength)));
-      return array;
-    },
-    randomUUID() {
-      return host.uuid();
-    },
-  });
-
-  const globals = { Headers, Request, Response, fetch, TextEncoder, TextDecoder, crypto, CryptoKey: PublicCryptoKey };
+  const globals = { Headers, Request, Response, fetch, TextEncoder, TextDecoder };
   for (const [name, value] of Object.entries(globals)) {
     Object.defineProperty(globalThis, name, { value, writable: true, enumerable: false, configurable: true });
   }

@@ -19,6 +19,10 @@
 //     server. Async exports are driven to completion by a small event loop
 //     (loop.go) that host functions use to settle promises later.
 //
+// Hosts add the common server-side web API (URL, structuredClone, atob,
+// AbortController, crypto, ...) with InstallWeb (web.go lists each
+// family's file).
+//
 // goja values never leave the runtime that made them: callers build
 // arguments and read results inside callbacks that run while the call holds
 // its runtime (convert.go has the JSON helpers for that).

@@ -33,6 +33,7 @@ type VM struct {
 	memo      map[any]goja.Value    // see Memo
 	keys      map[string]string     // JSON object keys seen before (jsonparse.go)
 	strs      map[string]goja.Value // short JSON strings seen before
+	web       webOriginals          // web.go
 
 	// Shared with timers, the heap watchdog and host goroutines (budget.go,
 	// loop.go). mu orders every stop against begin and end, so a stop
