@@ -122,8 +122,15 @@ func (f *fileRun) run(ctx context.Context, i int, name string) Result {
 	tr := &testRun{f: f, tb: &tb{}, ctx: tctx, users: map[string]bool{}}
 	defer tr.tb.close()
 	env, err := guard(func() (*sim.Env, error) {
+		var code *appdir.Code
+		if f.o.code != nil {
+			if c, err := f.o.code(); err == nil {
+				code = &c // else sim reads the folder again and reports why
+			}
+		}
 		return sim.New(tr.tb, sim.Options{
 			Dir:           f.o.Dir,
+			Code:          code,
 			App:           owner + "/" + appName,
 			AccessTimeout: time.Second,
 			// Whether strangers may reach the app is a setting of the

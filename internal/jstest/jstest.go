@@ -18,7 +18,10 @@ package jstest
 import (
 	"context"
 	"regexp"
+	"sync"
 	"time"
+
+	"github.com/handoff-run/handoff/internal/appdir"
 )
 
 // DefaultTimeout bounds one test in real time. A test plays protocol time
@@ -39,6 +42,10 @@ type Options struct {
 	Field string
 	// OnResult is called with each test's result as soon as it ends.
 	OnResult func(Result)
+
+	// code reads the folder once per run: every test deploys the same
+	// code, and bundling a big package takes longer than a test.
+	code func() (appdir.Code, error)
 }
 
 // Result is how one test ended.
@@ -86,6 +93,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Field == "" {
 		o.Field = "status"
 	}
+	o.code = sync.OnceValues(func() (appdir.Code, error) { return appdir.Read(o.Dir) })
 	start := time.Now()
 	files, err := Find(o.Dir)
 	if err != nil {

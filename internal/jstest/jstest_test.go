@@ -334,3 +334,31 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestARunReadsTheFolderOnce: every test of a run deploys the code as it
+// was when the run started, bundled once; an edit during the run is for
+// the next run.
+func TestARunReadsTheFolderOnce(t *testing.T) {
+	t.Parallel()
+	dir := apptest.Folder(t, map[string]string{
+		"backend.js": `export async function onChange(event, ctx) {
+	if (event.doc.status === "new") await ctx.db.put({ ...event.doc, status: "seen" }, { ifRev: event.doc._rev });
+}`,
+		"test/a.test.js": `for (const name of ["first", "second"]) {
+	test(name, async (t) => {
+		await t.owner.db("d").put({ _id: name, status: "new" });
+		await t.settle();
+		t.expect((await t.owner.db("d").get(name)).status).toBe("seen");
+	});
+}`,
+	})
+	rep, err := jstest.Run(context.Background(), jstest.Options{Dir: dir, OnResult: func(jstest.Result) {
+		apptest.Write(t, dir, map[string]string{"backend.js": "export function onChange( {"})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Passed != 2 {
+		t.Fatalf("report %+v: the second test did not run the code the run started with", rep.Results)
+	}
+}
