@@ -1,0 +1,202 @@
+package jsvm
+
+import (
+	"fmt"
+	"math/big"
+	"reflect"
+	"strings"
+
+	"github.com/dop251/goja"
+	"github.com/dop251/goja/ast"
+	"github.com/dop251/goja/parser"
+)
+
+// Code from strings (eval, new Function and the async and generator
+// function constructors) is compiled at run time, as npm packages expect
+// (ajv compiles each schema into a function, lodash's template each
+// template). goja's parser and compiler recurse once per nesting level,
+// and a Go stack overflow ends the process, so each string is checked
+// before goja sees it:
+//
+//   - Its length: at most MaxCodeString bytes. Measured on goja, the
+//     deepest recursion costs about 2 KiB of Go stack per byte of source
+//     (a level of parentheses or of template literals), so a string of
+//     this size needs at most about 150 MiB of the 1 GiB stack limit,
+//     however it nests.
+//   - A parse of its own, under recover: a panic of goja's parser (a bug
+//     some input reaches) is the call's SyntaxError, not the server's end.
+//   - No BigInt literal, which deployed code may not have either.
+//
+// The compile runs inside the call, under its deadline and heap guard.
+// eval is always an indirect eval: the code runs in the global scope and
+// cannot see the caller's variables (esbuild's bundles rename them in any
+// case). Source maps named in a string are never read: goja would read
+// them from the server's disk.
+
+// MaxCodeString bounds the source of one eval or function constructor.
+const MaxCodeString = 64 << 10
+
+// installCodegen replaces eval and the function constructors with ones
+// that check the string first, then compile it with goja's own.
+func installCodegen(vm *VM) error {
+	rt := vm.Runtime
+	global := rt.GlobalObject()
+	rt.SetParserOptions(parser.WithDisableSourceMaps)
+	// Taken now: the app's code may replace the globals later.
+	syntaxError, rangeError := rt.Get("SyntaxError"), rt.Get("RangeError")
+
+	// check refuses what goja must not parse: src is what goja will see
+	// (a function constructor's assembled source), for the message n is
+	// the length the caller sent.
+	check := func(what, src string, n int) {
+		if n > MaxCodeString {
+			vm.throw(rangeError, fmt.Sprintf("%s was given %d bytes of code; app code compiles at most %d bytes from one string at run time (split the code, or write it in the module)", what, n, MaxCodeString))
+		}
+		prog, perr := safeParse(src)
+		if perr != "" {
+			vm.throw(syntaxError, fmt.Sprintf("%s: %s", what, perr))
+		}
+		if prog != nil && hasBigInt(reflect.ValueOf(prog), map[uintptr]bool{}) {
+			vm.throw(syntaxError, what+": BigInt is not available in app code: one BigInt operation can ask for gigabytes at once; use a number, or a string for integers beyond 2**53")
+		}
+	}
+
+	eval := rt.Get("eval").ToObject(rt)
+	evalFn, _ := goja.AssertFunction(eval)
+	guardedEval := rt.ToValue(func(c goja.FunctionCall) goja.Value {
+		x := c.Argument(0)
+		if !goja.IsString(x) {
+			return x // eval of a non-string answers it unchanged
+		}
+		s := x.String()
+		check("eval", s, len(s))
+		v, err := evalFn(goja.Undefined(), x)
+		if err != nil {
+			panic(err)
+		}
+		return v
+	}).(*goja.Object)
+	copyIdentity(eval, guardedEval)
+	if err := global.DefineDataProperty("eval", guardedEval, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
+		return err
+	}
+
+	// A guarded constructor keeps the original's prototype, name and
+	// length, so instanceof and Function.prototype work as before.
+	guard := func(orig *goja.Object, kind, what string) (*goja.Object, error) {
+		ctor, ok := goja.AssertConstructor(orig)
+		if !ok {
+			return nil, fmt.Errorf("jsvm: %s is not a constructor", what)
+		}
+		fn := rt.ToValue(func(c goja.ConstructorCall) *goja.Object {
+			// Each argument is made a string once, as the standard says,
+			// and the constructor gets the strings that were checked.
+			args := make([]goja.Value, len(c.Arguments))
+			strs := make([]string, len(c.Arguments))
+			n := 0
+			for i, a := range c.Arguments {
+				strs[i] = a.String()
+				n += len(strs[i])
+				if n > MaxCodeString {
+					check(what, "", n)
+				}
+				args[i] = rt.ToValue(strs[i])
+			}
+			body, params := "", ""
+			if len(strs) > 0 {
+				body, params = strs[len(strs)-1], strings.Join(strs[:len(strs)-1], ",")
+			}
+			check(what, "("+kind+" anonymous("+params+"\n) {\n"+body+"\n})", n)
+			obj, err := ctor(nil, args...)
+			if err != nil {
+				panic(err)
+			}
+			return obj
+		}).(*goja.Object)
+		copyIdentity(orig, fn)
+		return fn, fn.Set("prototype", orig.Get("prototype"))
+	}
+	function := rt.Get("Function").ToObject(rt)
+	guardedFunction, err := guard(function, "function", "new Function")
+	if err != nil {
+		return err
+	}
+	if err := global.DefineDataProperty("Function", guardedFunction, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
+		return err
+	}
+	if err := function.Get("prototype").ToObject(rt).DefineDataProperty("constructor", guardedFunction, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
+		return err
+	}
+	// The other function constructors are reached only through their
+	// prototypes' constructor property.
+	for _, k := range []struct{ src, kind, what string }{
+		{"(async function () {})", "async function", "the AsyncFunction constructor"},
+		{"(function* () {})", "function*", "the GeneratorFunction constructor"},
+	} {
+		fn, err := rt.RunString(k.src)
+		if err != nil {
+			return err
+		}
+		proto := fn.ToObject(rt).Prototype()
+		orig, ok := proto.Get("constructor").(*goja.Object)
+		if !ok {
+			continue
+		}
+		guarded, err := guard(orig, k.kind, k.what)
+		if err != nil {
+			return err
+		}
+		if err := proto.DefineDataProperty("constructor", guarded, goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// safeParse parses src as a script with goja's parser. A parse error is
+// left for goja's own compile to report as it does; a panic of the parser
+// comes back as its message.
+func safeParse(src string) (prog *ast.Program, panicked string) {
+	defer func() {
+		if r := recover(); r != nil {
+			prog, panicked = nil, fmt.Sprintf("the JavaScript runtime could not parse this code (%v)", r)
+		}
+	}()
+	prog, err := parser.ParseFile(nil, "", src, 0, parser.WithDisableSourceMaps)
+	if err != nil {
+		return nil, ""
+	}
+	return prog, ""
+}
+
+// hasBigInt reports whether the syntax tree under v holds a BigInt
+// literal. The tree's depth is bounded by the source's length.
+func hasBigInt(v reflect.Value, seen map[uintptr]bool) bool {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() || seen[v.Pointer()] {
+			return false
+		}
+		seen[v.Pointer()] = true
+		if n, ok := v.Interface().(*ast.NumberLiteral); ok {
+			_, isBig := n.Value.(*big.Int)
+			return isBig
+		}
+		return hasBigInt(v.Elem(), seen)
+	case reflect.Interface:
+		return !v.IsNil() && hasBigInt(v.Elem(), seen)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() && hasBigInt(v.Field(i), seen) {
+				return true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if hasBigInt(v.Index(i), seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
