@@ -52,22 +52,26 @@ type allocGuard struct {
 	// pins are the array-likes whose length the running guard read
 	// (pins.go): the builtin reads it again, and must get the same.
 	pins []pin
+	// ownDesc is the original Object.getOwnPropertyDescriptor.
+	ownDesc goja.Callable
 }
 
 func installAllocGuards(vm *VM) error {
 	g := vm.alloc
 	rt := vm.Runtime
+	ownDesc, ok := goja.AssertFunction(rt.Get("Object").ToObject(rt).Get("getOwnPropertyDescriptor"))
+	if !ok {
+		return fmt.Errorf("jsvm: Object.getOwnPropertyDescriptor is not a function")
+	}
+	g.ownDesc = ownDesc
 
 	strProto := rt.Get("String").ToObject(rt).Get("prototype").ToObject(rt)
-	if err := g.wrap(strProto, "repeat", func(c goja.FunctionCall) float64 {
-		return g.strLen(c.This) * c.Argument(0).ToFloat()
-	}); err != nil {
-		return err
-	}
-	for _, name := range []string{"padStart", "padEnd"} {
-		if err := g.wrap(strProto, name, func(c goja.FunctionCall) float64 {
-			return c.Argument(0).ToFloat()
-		}); err != nil {
+	for name, size := range map[string]func(str goja.String, n float64) float64{
+		"repeat":   func(str goja.String, n float64) float64 { return float64(str.Length()) * n },
+		"padStart": func(_ goja.String, n float64) float64 { return n },
+		"padEnd":   func(_ goja.String, n float64) float64 { return n },
+	} {
+		if err := g.wrapString(strProto, name, size); err != nil {
 			return err
 		}
 	}
@@ -134,6 +138,35 @@ func (g *allocGuard) over(size float64) bool {
 		g.vm.stopRunning(causeCeiling)
 	}
 	return true
+}
+
+// wrapString replaces a String.prototype method whose result's size is
+// known from this as a string and its first argument as a number. Both
+// are converted once, in the standard's order, and the method gets the
+// converted values: a toString or valueOf runs once, as it would without
+// the guard.
+func (g *allocGuard) wrapString(proto *goja.Object, name string, size func(str goja.String, n float64) float64) error {
+	return g.vm.replaceMethod(proto, name, func(orig goja.Callable) func(goja.FunctionCall) goja.Value {
+		return func(c goja.FunctionCall) goja.Value {
+			if c.This == nil || goja.IsUndefined(c.This) || goja.IsNull(c.This) {
+				return mustCall(orig, c.This, c.Arguments...) // its TypeError
+			}
+			str, ok := c.This.ToString().(goja.String)
+			if !ok {
+				return mustCall(orig, c.This, c.Arguments...)
+			}
+			args := slices.Clone(c.Arguments)
+			if len(args) == 0 {
+				args = []goja.Value{goja.Undefined()}
+			}
+			n := args[0].ToNumber()
+			args[0] = n
+			if g.over(size(str, n.ToFloat())) {
+				return goja.Undefined()
+			}
+			return mustCall(orig, str, args...)
+		}
+	})
 }
 
 // wrap replaces obj[name] with a native function that checks size first.
@@ -262,7 +295,7 @@ func (g *allocGuard) length(v goja.Value) float64 {
 	if !ok {
 		return 0
 	}
-	if fixedLength(obj) {
+	if fixedLength(obj) || g.stableLength(obj) {
 		return lengthOf(obj)
 	}
 	for _, p := range g.pins {

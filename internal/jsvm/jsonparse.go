@@ -154,13 +154,9 @@ func (p *jsonParser) object() (goja.Value, error) {
 		if err != nil {
 			return nil, err
 		}
-		if key == "__proto__" {
-			// JSON.parse makes an own property; Set would call the
-			// __proto__ setter and change the object's prototype.
-			err = obj.DefineDataProperty(key, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
-		} else {
-			err = obj.Set(key, v)
-		}
+		// JSON.parse makes own data properties (CreateDataProperty): Set
+		// would call a setter on Object.prototype, or __proto__'s.
+		err = obj.DefineDataProperty(key, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
 		if err != nil {
 			return nil, err
 		}

@@ -37,7 +37,43 @@ func fixedLength(obj *goja.Object) bool {
 	return obj.ExportType() == arrayBufferType
 }
 
-var arrayBufferType = reflect.TypeOf(goja.ArrayBuffer{})
+var (
+	arrayBufferType = reflect.TypeOf(goja.ArrayBuffer{})
+	proxyType       = reflect.TypeOf(goja.Proxy{})
+)
+
+// stableLength reports whether obj's length is data that no script can
+// change between the guard's read and the builtin's: a data property with
+// a primitive value, on obj or the first object of its prototype chain
+// that has one, with no Proxy on the way. Such an array-like (arguments,
+// {length: 3}) needs no pin, so the builtin sees the object itself, as
+// the standard says: behind a Proxy it visited holes, and its callbacks
+// saw the Proxy, not the object.
+func (g *allocGuard) stableLength(obj *goja.Object) bool {
+	for o := obj; o != nil; o = o.Prototype() {
+		if o.ExportType() == proxyType {
+			return false
+		}
+		d, err := g.ownDesc(goja.Undefined(), o, g.vm.ToValue("length"))
+		if err != nil {
+			return false
+		}
+		desc, ok := d.(*goja.Object)
+		if !ok {
+			continue // no own length: look further up
+		}
+		// Own keys only: a getter on Object.prototype named "value" or
+		// "get" must not run here.
+		for _, k := range desc.Keys() {
+			if k == "get" || k == "set" {
+				return false
+			}
+		}
+		_, isObj := desc.Get("value").(*goja.Object)
+		return !isObj
+	}
+	return true
+}
 
 // pinned returns this and args with each pinned array-like behind its
 // Proxy. args is copied, never changed in place.

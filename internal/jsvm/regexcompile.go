@@ -61,7 +61,8 @@ func (vm *VM) guardRegexCompile() error {
 		}
 		return []goja.Value{text, flags}
 	}
-	proxy := rt.ToValue(rt.NewProxy(target, &goja.ProxyTrapConfig{
+	var proxy *goja.Object
+	proxy = rt.ToValue(rt.NewProxy(target, &goja.ProxyTrapConfig{
 		Construct: func(_ *goja.Object, args []goja.Value, newTarget *goja.Object) *goja.Object {
 			obj, err := ctor(newTarget, check(args)...)
 			if err != nil {
@@ -70,6 +71,21 @@ func (vm *VM) guardRegexCompile() error {
 			return obj
 		},
 		Apply: func(_ *goja.Object, this goja.Value, args []goja.Value) goja.Value {
+			// RegExp(re) answers re itself when re's constructor is
+			// RegExp: the Proxy, which goja's builtin cannot know for it.
+			if len(args) > 0 && (len(args) == 1 || goja.IsUndefined(args[1])) {
+				if obj, ok := args[0].(*goja.Object); ok {
+					isRegExp := obj.ClassName() == "RegExp"
+					if m := obj.GetSymbol(goja.SymMatch); m != nil && !goja.IsUndefined(m) {
+						isRegExp = m.ToBoolean()
+					}
+					if isRegExp {
+						if c, ok := obj.Get("constructor").(*goja.Object); ok && c.SameAs(proxy) {
+							return obj
+						}
+					}
+				}
+			}
 			return mustCall(call, this, check(args)...)
 		},
 	})).(*goja.Object)

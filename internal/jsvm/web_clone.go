@@ -2,7 +2,6 @@ package jsvm
 
 import (
 	_ "embed"
-	"reflect"
 
 	"github.com/dop251/goja"
 )
@@ -19,8 +18,6 @@ func installStructuredClone(vm *VM) error {
 	_, err := runWebScript(vm, cloneProgram(), map[string]any{"kind": cloneKind})
 	return err
 }
-
-var proxyType = reflect.TypeOf(goja.Proxy{})
 
 func cloneKind(v goja.Value) string {
 	obj, ok := v.(*goja.Object)
