@@ -13,6 +13,7 @@ package compilechild
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"os/exec"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/handoff-run/handoff/errs"
@@ -79,7 +81,17 @@ type Checker struct {
 	exe     string
 	timeout time.Duration
 	slots   chan struct{}
+
+	// passed remembers the sources a child compiled and came back from,
+	// by hash: a redeploy of the same code (an unchanged file of a
+	// folder, the same bundle in another app) starts no child.
+	mu     sync.Mutex
+	passed map[[sha256.Size]byte]bool
 }
+
+// maxPassed bounds the remembered sources; past it they are forgotten
+// all at once, which costs only children started again.
+const maxPassed = 1024
 
 // New returns a Checker that runs exe (this program, which calls Serve)
 // as its child, for at most timeout each (DefaultTimeout if zero).
@@ -87,7 +99,7 @@ func New(exe string, timeout time.Duration) *Checker {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return &Checker{exe: exe, timeout: timeout, slots: make(chan struct{}, maxChildren)}
+	return &Checker{exe: exe, timeout: timeout, slots: make(chan struct{}, maxChildren), passed: map[[sha256.Size]byte]bool{}}
 }
 
 // ForThisProgram is New for the running executable.
@@ -104,6 +116,26 @@ func ForThisProgram(timeout time.Duration) (*Checker, error) {
 // what to change. A compile error is not reported: the caller's own
 // compile reports it, and that compile is now known to come back.
 func (c *Checker) Check(ctx context.Context, file, source string) error {
+	key := sha256.Sum256([]byte(file + "\x00" + source))
+	c.mu.Lock()
+	seen := c.passed[key]
+	c.mu.Unlock()
+	if seen {
+		return nil
+	}
+	err := c.check(ctx, file, source)
+	if err == nil {
+		c.mu.Lock()
+		if len(c.passed) >= maxPassed {
+			clear(c.passed)
+		}
+		c.passed[key] = true
+		c.mu.Unlock()
+	}
+	return err
+}
+
+func (c *Checker) check(ctx context.Context, file, source string) error {
 	select {
 	case c.slots <- struct{}{}:
 	case <-ctx.Done():

@@ -81,3 +81,22 @@ func TestAnotherProgramIsNoChild(t *testing.T) {
 		t.Fatalf("got %v, want unavailable: did not answer", err)
 	}
 }
+
+// TestASourceThatPassedStartsNoChild: the same file and source checked
+// again start no child (a redeploy of unchanged code); anything else does.
+func TestASourceThatPassedStartsNoChild(t *testing.T) {
+	c := testChecker(t, 0)
+	src := "export default function (doc) { return { channels: [doc.kind] } }"
+	if err := c.Check(t.Context(), "access.js", src); err != nil {
+		t.Fatal(err)
+	}
+	c.exe = "/nonexistent/handoff" // any child started now fails to start
+	if err := c.Check(t.Context(), "access.js", src); err != nil {
+		t.Fatalf("the same source again: %v; want no child", err)
+	}
+	for _, other := range [][2]string{{"backend.js", src}, {"access.js", src + " "}} {
+		if err := c.Check(t.Context(), other[0], other[1]); !errs.Is(err, errs.Unavailable) {
+			t.Fatalf("%s: got %v; want a child started (and failing to start)", other[0], err)
+		}
+	}
+}
