@@ -13,9 +13,14 @@ import (
 // Program is immutable, so one compile is shared by all of them: Compile
 // keeps the latest ones by the hash of their name and source.
 
-// compileCacheSize bounds the programs kept. A program holds its code and
-// goja's compiled form, a few times the source's size.
-const compileCacheSize = 64
+// compileCacheSize bounds the programs kept, and compileCacheBytes their
+// code: a program holds its code and goja's compiled form, a few times
+// the code's size, and strangers' deploys must not fill the server's
+// memory with programs nobody runs.
+const (
+	compileCacheSize  = 64
+	compileCacheBytes = 32 << 20
+)
 
 type cacheKey [sha256.Size]byte
 
@@ -23,6 +28,7 @@ type compileCache struct {
 	mu    sync.Mutex
 	order *list.List // of *cacheEntry, most recently used first
 	byKey map[cacheKey]*list.Element
+	bytes int // the code of the programs kept
 }
 
 type cacheEntry struct {
@@ -59,10 +65,16 @@ func (c *compileCache) put(k cacheKey, p *Program) {
 		c.order.MoveToFront(el)
 		return
 	}
+	if len(p.code) > compileCacheBytes/4 {
+		return // one program would push out most others
+	}
 	c.byKey[k] = c.order.PushFront(&cacheEntry{key: k, prog: p})
-	for c.order.Len() > compileCacheSize {
+	c.bytes += len(p.code)
+	for c.order.Len() > compileCacheSize || c.bytes > compileCacheBytes {
 		el := c.order.Back()
 		c.order.Remove(el)
-		delete(c.byKey, el.Value.(*cacheEntry).key)
+		e := el.Value.(*cacheEntry)
+		delete(c.byKey, e.key)
+		c.bytes -= len(e.prog.code)
 	}
 }

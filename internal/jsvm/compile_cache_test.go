@@ -2,6 +2,7 @@ package jsvm
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -31,6 +32,16 @@ func TestCompileIsSharedBySource(t *testing.T) {
 	}
 	if d, _ := Compile("cache-a.js", src); d == a {
 		t.Fatal("the cache kept more than compileCacheSize programs")
+	}
+	// Code is bounded too: a program of a quarter of the budget is not
+	// kept at all.
+	big := src + "\nexport const s = \"" + strings.Repeat("x", compileCacheBytes/4) + "\""
+	e, err := Compile("cache-a.js", big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := Compile("cache-a.js", big); f == e {
+		t.Fatal("a program of a quarter of the cache's bytes was kept")
 	}
 	// A compile error is found again, not kept.
 	for range 2 {
