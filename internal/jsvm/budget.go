@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/dop251/goja"
@@ -181,8 +182,11 @@ func (vm *VM) stopRunning(cause stopCause) { vm.stop(vm.active.Load(), cause) }
 // protect runs fn and turns goja's panics into errors. JS exceptions
 // raised by Go-side calls (Object.Get on a throwing getter) become
 // *goja.Exception; goja's uncatchable errors (interrupts, stack overflow)
-// are returned as they are. Any other panic is a Go bug: the VM is
-// retired and the panic continues.
+// are returned as they are. Any other panic is a bug, goja's or a host
+// function's, that the call's code reached (goja panics on a regex with
+// two groups of one name): the call fails with a *PanicError and the VM
+// is retired, never reused in a state nobody can vouch for, so no app's
+// code can end the server.
 func (vm *VM) protect(fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -190,9 +194,8 @@ func (vm *VM) protect(fn func() error) (err error) {
 				err = e
 				return
 			}
-			vm.end()
 			vm.broken = true
-			panic(r)
+			err = &PanicError{File: vm.prog.filename, Value: fmt.Sprint(r), Stack: string(debug.Stack())}
 		}
 	}()
 	if ex := vm.Try(func() { err = fn() }); ex != nil {

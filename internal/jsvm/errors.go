@@ -94,6 +94,19 @@ func (e *JSError) Error() string {
 	return b.String()
 }
 
+// PanicError is a call that reached a panic of the runtime (a bug of
+// goja's, or of a host function): the call failed, its runtime was thrown
+// away, and the server goes on. Stack is for the server's log.
+type PanicError struct {
+	File  string
+	Value string
+	Stack string
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("%s: the JavaScript runtime failed on this code (%s); the call was stopped. Rewrite the code near the failing call, and report it with the code that caused it", e.File, e.Value)
+}
+
 // LimitError is a call stopped by a budget: a deadline, the call-stack
 // limit or the heap guard. It unwraps to ErrDeadline, ErrStackOverflow or
 // ErrHeapLimit, and its message tells the user what to change.

@@ -2,6 +2,7 @@ package jsvm
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/dop251/goja"
 )
@@ -53,6 +54,9 @@ func (vm *VM) guardRegexCompile() error {
 		}
 		// Converted once, so what is checked is what compiles.
 		text := pattern.ToString()
+		if name := duplicateGroup(text.String()); name != "" {
+			vm.throw(vm.builtins.syntaxError, fmt.Sprintf("Invalid regular expression: /%s/: Duplicate capture group name %q; name each group once", text.String(), name))
+		}
 		if d := groupNesting(text.String()); d > maxRegexNesting {
 			vm.throw(vm.builtins.syntaxError, fmt.Sprintf("the regular expression nests its groups %d deep, over the %d allowed; nest them less deeply", d, maxRegexNesting))
 		}
@@ -106,6 +110,33 @@ func (vm *VM) guardRegexCompile() error {
 
 // groupNesting is how deeply pattern nests its groups: parentheses that
 // are not escaped and not inside a character class.
+// duplicateGroup returns a group name that pattern names twice, or "".
+// goja panics on one instead of throwing the SyntaxError Node 20 throws.
+func duplicateGroup(pattern string) string {
+	seen := map[string]bool{}
+	inClass := false
+	for i := 0; i < len(pattern); i++ {
+		switch c := pattern[i]; {
+		case c == '\\':
+			i++
+		case inClass:
+			inClass = c != ']'
+		case c == '[':
+			inClass = true
+		case c == '(' && strings.HasPrefix(pattern[i:], "(?<") && len(pattern) > i+3 && pattern[i+3] != '=' && pattern[i+3] != '!':
+			name, _, ok := strings.Cut(pattern[i+3:], ">")
+			if !ok {
+				return ""
+			}
+			if seen[name] {
+				return name
+			}
+			seen[name] = true
+		}
+	}
+	return ""
+}
+
 func groupNesting(pattern string) int {
 	depth, deepest, inClass := 0, 0, false
 	for i := 0; i < len(pattern); i++ {
