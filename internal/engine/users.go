@@ -27,9 +27,6 @@ func NewToken() string { return identity.NewToken() }
 // HashToken is how tokens are stored: never in clear.
 func HashToken(token string) []byte { return identity.HashToken(token) }
 
-// BearerToken extracts the token from an Authorization header value.
-func BearerToken(h string) string { return identity.BearerToken(h) }
-
 // ClientPath keeps the client-declared paths that are only labels.
 func ClientPath(p string) string { return identity.ClientPath(p) }
 

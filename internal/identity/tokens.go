@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"strings"
 )
 
 // AdminUser is the name of the user created on first start.
@@ -26,15 +25,4 @@ func NewToken() string {
 func HashToken(token string) []byte {
 	h := sha256.Sum256([]byte(token))
 	return h[:]
-}
-
-// BearerToken extracts the token from an Authorization header value.
-// The scheme is case-insensitive (RFC 9110): "bearer" and "BEARER" name
-// the same token as "Bearer".
-func BearerToken(h string) string {
-	scheme, t, ok := strings.Cut(strings.TrimSpace(h), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return ""
-	}
-	return strings.TrimSpace(t)
 }

@@ -54,10 +54,11 @@ func (vm *VM) guardRegexCompile() error {
 		}
 		// Converted once, so what is checked is what compiles.
 		text := pattern.ToString()
-		if name := duplicateGroup(text.String()); name != "" {
+		d, name := scanGroups(text.String())
+		if name != "" {
 			vm.throw(vm.builtins.syntaxError, fmt.Sprintf("Invalid regular expression: /%s/: Duplicate capture group name %q; name each group once", text.String(), name))
 		}
-		if d := groupNesting(text.String()); d > maxRegexNesting {
+		if d > maxRegexNesting {
 			vm.throw(vm.builtins.syntaxError, fmt.Sprintf("the regular expression nests its groups %d deep, over the %d allowed; nest them less deeply", d, maxRegexNesting))
 		}
 		if goja.IsUndefined(flags) {
@@ -108,37 +109,13 @@ func (vm *VM) guardRegexCompile() error {
 	return rt.GlobalObject().DefineDataProperty("RegExp", proxy, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
 }
 
-// groupNesting is how deeply pattern nests its groups: parentheses that
-// are not escaped and not inside a character class.
-// duplicateGroup returns a group name that pattern names twice, or "".
-// goja panics on one instead of throwing the SyntaxError Node 20 throws.
-func duplicateGroup(pattern string) string {
-	seen := map[string]bool{}
-	inClass := false
-	for i := 0; i < len(pattern); i++ {
-		switch c := pattern[i]; {
-		case c == '\\':
-			i++
-		case inClass:
-			inClass = c != ']'
-		case c == '[':
-			inClass = true
-		case c == '(' && strings.HasPrefix(pattern[i:], "(?<") && len(pattern) > i+3 && pattern[i+3] != '=' && pattern[i+3] != '!':
-			name, _, ok := strings.Cut(pattern[i+3:], ">")
-			if !ok {
-				return ""
-			}
-			if seen[name] {
-				return name
-			}
-			seen[name] = true
-		}
-	}
-	return ""
-}
-
-func groupNesting(pattern string) int {
-	depth, deepest, inClass := 0, 0, false
+// scanGroups reads a pattern's groups as goja will compile them:
+// parentheses that are not escaped and not inside a character class. It
+// returns how deeply they nest, and a group name used twice ("" if none),
+// on which goja panics instead of throwing the SyntaxError Node 20 throws.
+func scanGroups(pattern string) (deepest int, duplicate string) {
+	depth, inClass := 0, false
+	var seen map[string]bool
 	for i := 0; i < len(pattern); i++ {
 		switch c := pattern[i]; {
 		case c == '\\':
@@ -150,9 +127,20 @@ func groupNesting(pattern string) int {
 		case c == '(':
 			depth++
 			deepest = max(deepest, depth)
+			if rest, ok := strings.CutPrefix(pattern[i+1:], "?<"); ok && rest != "" && rest[0] != '=' && rest[0] != '!' {
+				if name, _, ok := strings.Cut(rest, ">"); ok && duplicate == "" {
+					if seen[name] {
+						duplicate = name
+					}
+					if seen == nil {
+						seen = map[string]bool{}
+					}
+					seen[name] = true
+				}
+			}
 		case c == ')':
 			depth = max(depth-1, 0)
 		}
 	}
-	return deepest
+	return deepest, duplicate
 }
