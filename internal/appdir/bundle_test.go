@@ -134,10 +134,6 @@ func TestBundleRefuses(t *testing.T) {
 			"backend.js": "import { f } from \"./lib/f.js\";\nexport const config = {};",
 			"lib/f.js":   "export function f() {}\nawait f();"},
 			[]string{"lib/f.js:2:"}},
-		{"a BigInt literal in a module, even in a try block", map[string]string{
-			"backend.js": "import { f } from \"./lib/f.js\";\nexport const config = {};",
-			"lib/f.js":   "export function f() {\n  try { return 2n } catch {}\n}"},
-			[]string{"lib/f.js:2:16", "BigInt is not available in app code"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// The app's folder sits inside outside/, so that a package

@@ -1,6 +1,7 @@
 package jsvm
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"reflect"
@@ -25,7 +26,8 @@ import (
 //     however it nests.
 //   - A parse of its own, under recover: a panic of goja's parser (a bug
 //     some input reaches) is the call's SyntaxError, not the server's end.
-//   - No BigInt literal, which deployed code may not have either.
+//   - No BigInt literal unless the runtime has BigInt, and then its
+//     operators are compiled with their checks (bigint_rewrite.go).
 //
 // The compile runs inside the call, under its deadline and heap guard.
 // eval is always an indirect eval: the code runs in the global scope and
@@ -47,8 +49,9 @@ func installCodegen(vm *VM) error {
 
 	// check refuses what goja must not parse: src is what goja will see
 	// (a function constructor's assembled source), for the message n is
-	// the length the caller sent.
-	check := func(what, src string, n int) {
+	// the length the caller sent. It returns the parsed tree when the
+	// runtime has BigInt, whose operators must be compiled checked.
+	check := func(what, src string, n int) *ast.Program {
 		if n > MaxCodeString {
 			vm.throw(rangeError, fmt.Sprintf("%s was given %d bytes of code; app code compiles at most %d bytes from one string at run time (split the code, or write it in the module)", what, n, MaxCodeString))
 		}
@@ -56,9 +59,37 @@ func installCodegen(vm *VM) error {
 		if perr != "" {
 			vm.throw(syntaxError, fmt.Sprintf("%s: %s", what, perr))
 		}
-		if prog != nil && hasBigInt(reflect.ValueOf(prog), map[uintptr]bool{}) {
-			vm.throw(syntaxError, what+": BigInt is not available in app code: one BigInt operation can ask for gigabytes at once; use a number, or a string for integers beyond 2**53")
+		if prog == nil {
+			return nil // a syntax error, which goja's own compile reports
 		}
+		if !vm.prog.bigint {
+			if hasBigInt(reflect.ValueOf(prog), map[uintptr]bool{}) {
+				vm.throw(syntaxError, what+": BigInt is not available here: an app's runtime has BigInt when its own code names BigInt (handoff then compiles each BigInt operator with a size check), and this app's code does not")
+			}
+			return nil
+		}
+		if err := rewriteBigInt(prog); err != nil {
+			vm.throw(syntaxError, fmt.Sprintf("%s: %v", what, err))
+		}
+		return prog
+	}
+	// run compiles and runs a rewritten tree as a script in the global
+	// scope, which is what an indirect eval does; it answers the script's
+	// completion value.
+	run := func(prog *ast.Program) goja.Value {
+		p, err := goja.CompileAST(prog, false)
+		if err != nil {
+			var se *goja.CompilerSyntaxError
+			if errors.As(err, &se) {
+				vm.throw(syntaxError, se.Message)
+			}
+			panic(err)
+		}
+		v, err := rt.RunProgram(p)
+		if err != nil {
+			panic(err)
+		}
+		return v
 	}
 
 	eval := rt.Get("eval").ToObject(rt)
@@ -69,7 +100,9 @@ func installCodegen(vm *VM) error {
 			return x // eval of a non-string answers it unchanged
 		}
 		s := x.String()
-		check("eval", s, len(s))
+		if prog := check("eval", s, len(s)); prog != nil {
+			return run(prog)
+		}
 		v, err := evalFn(goja.Undefined(), x)
 		if err != nil {
 			panic(err)
@@ -106,7 +139,9 @@ func installCodegen(vm *VM) error {
 			if len(strs) > 0 {
 				body, params = strs[len(strs)-1], strings.Join(strs[:len(strs)-1], ",")
 			}
-			check(what, "("+kind+" anonymous("+params+"\n) {\n"+body+"\n})", n)
+			if prog := check(what, "("+kind+" anonymous("+params+"\n) {\n"+body+"\n})", n); prog != nil {
+				return run(prog).(*goja.Object)
+			}
 			obj, err := ctor(nil, args...)
 			if err != nil {
 				panic(err)

@@ -24,6 +24,7 @@ type Program struct {
 	code     string
 	prog     *goja.Program
 	exports  []string
+	bigint   bool // the module names BigInt: its runtimes have it, checked (bigint.go)
 }
 
 // Filename is the name errors use for the user's file, e.g. "access.js".
@@ -140,28 +141,40 @@ func compile(filename, source string) (*Program, error) {
 	}
 	code := string(res.Code)
 	// Strict: the input is an ES module, and modules are always strict.
-	prog, err := compileGoja(filename, code)
+	prog, bigint, err := compileGoja(filename, code)
 	if err != nil {
 		return nil, err
 	}
-	return &Program{filename: filename, sources: mapSources(filename, code), code: code, prog: prog, exports: exports}, nil
+	return &Program{filename: filename, sources: mapSources(filename, code), code: code, prog: prog, exports: exports, bigint: bigint}, nil
 }
 
 // compileGoja is goja.Compile, with a panic of goja's parser or compiler
 // (a bug of goja's that some input reaches) turned into a CompileError:
 // no app's code may take down a deploy, or the server that compiles it.
-func compileGoja(filename, code string) (prog *goja.Program, err error) {
+// Code that names BigInt is compiled with its operators checked
+// (bigint_rewrite.go), and bigint says so.
+func compileGoja(filename, code string) (prog *goja.Program, bigint bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			prog, err = nil, &CompileError{File: filename, Message: fmt.Sprintf(
 				"the JavaScript runtime failed to compile this file (%v); rewrite the construct it names, or report the code that caused it", r)}
 		}
 	}()
-	prog, err = goja.Compile(filename, code, true)
+	tree, err := goja.Parse(filename, code)
 	if err != nil {
-		return nil, gojaCompileError(filename, err)
+		return nil, false, gojaCompileError(filename, err)
 	}
-	return prog, nil
+	if mayUseBigInt(code) && usesBigInt(tree) {
+		bigint = true
+		if err := rewriteBigInt(tree); err != nil {
+			return nil, false, &CompileError{File: filename, Message: err.Error()}
+		}
+	}
+	prog, err = goja.CompileAST(tree, true)
+	if err != nil {
+		return nil, false, gojaCompileError(filename, err)
+	}
+	return prog, bigint, nil
 }
 
 // moduleExports asks esbuild for the module's export names. A Transform
@@ -220,7 +233,7 @@ func importHint(text string) string {
 // (filename unless esbuild names another), line and column.
 func NewCompileError(filename string, msgs []api.Message) *CompileError {
 	m := msgs[0]
-	e := &CompileError{File: filename, Message: bigIntHint(m.Text), More: len(msgs) - 1}
+	e := &CompileError{File: filename, Message: m.Text, More: len(msgs) - 1}
 	if loc := m.Location; loc != nil {
 		if loc.File != "" {
 			e.File = filepath.ToSlash(loc.File)

@@ -24,7 +24,7 @@ export function f() {
 // TestGojaPanicIsACompileError: a panic of goja's compiler, reached with
 // code esbuild did not rewrite, is a CompileError naming the file.
 func TestGojaPanicIsACompileError(t *testing.T) {
-	_, err := compileGoja("access.js", `(function () { return "\u{10FFFF}" })`)
+	_, _, err := compileGoja("access.js", `(function () { return "\u{10FFFF}" })`)
 	var ce *CompileError
 	if !errors.As(err, &ce) || ce.File != "access.js" || !strings.Contains(ce.Message, "failed to compile") {
 		t.Fatalf("compileGoja of goja's panic = %v; want a CompileError for access.js", err)
