@@ -93,8 +93,12 @@ func (g *bigGuard) throw(ctor goja.Value, format string, args ...any) {
 }
 
 func (g *bigGuard) tooBig(what string, bits float64) {
-	g.throw(g.rangeErr, "%s would make a BigInt of about %.0f bits; app code's BigInts are limited to %d bits (%d decimal digits): keep the numbers smaller, or split the work",
-		what, bits, MaxBigIntBits, maxBigIntChars-64)
+	size := fmt.Sprintf("about %.0f bits", bits)
+	if bits > 1<<53 {
+		size = "more than 2**53 bits"
+	}
+	g.throw(g.rangeErr, "%s would make a BigInt of %s; app code's BigInts are limited to %d bits (%d decimal digits): keep the numbers smaller, or split the work",
+		what, size, MaxBigIntBits, maxBigIntChars-64)
 }
 
 // arith is a * b, a ** b, a << b or a >> b, refused when the result

@@ -2,6 +2,7 @@ package jsvm
 
 import (
 	"runtime"
+	"runtime/metrics"
 	"slices"
 )
 
@@ -19,7 +20,7 @@ type running struct {
 // suspect is a call, or the calls of one pool, charged past a limit.
 type suspect struct {
 	lo, hi  int    // its calls: calls[lo:hi]
-	base    uint64 // the lowest heap any of them started from
+	base    uint64 // the lowest heap any of them was first seen at (seen)
 	charged uint64 // what they were charged together
 	limit   uint64
 	cause   stopCause
@@ -54,7 +55,7 @@ func (w *heapWatch) suspects(heap, growth, ceiling uint64, chunky bool) {
 		}
 	}
 	if top != nil {
-		sp := suspect{lo: len(w.calls), base: top.st.base, charged: top.st.charged, limit: uint64(top.vm.opts.HeapLimit), cause: causeHeap}
+		sp := suspect{lo: len(w.calls), base: top.st.seen, charged: top.st.charged, limit: uint64(top.vm.opts.HeapLimit), cause: causeHeap}
 		w.calls = append(w.calls, call{top.vm, top.g})
 		add(sp)
 	}
@@ -63,12 +64,12 @@ func (w *heapWatch) suspects(heap, growth, ceiling uint64, chunky bool) {
 		if r.pooled || r.st.charged == 0 || r.vm.opts.PoolHeapLimit <= 0 {
 			continue
 		}
-		sp := suspect{lo: len(w.calls), base: r.st.base, limit: uint64(r.vm.opts.PoolHeapLimit), cause: causeHeap}
+		sp := suspect{lo: len(w.calls), base: r.st.seen, limit: uint64(r.vm.opts.PoolHeapLimit), cause: causeHeap}
 		for j := i; j < len(w.runs); j++ {
 			if o := &w.runs[j]; o.vm.opts == r.vm.opts && o.st.charged > 0 {
 				o.pooled = true
 				w.calls = append(w.calls, call{o.vm, o.g})
-				sp.base = min(sp.base, o.st.base)
+				sp.base = min(sp.base, o.st.seen)
 				sp.charged += o.st.charged
 			}
 		}
@@ -107,11 +108,14 @@ func (w *heapWatch) suspects(heap, growth, ceiling uint64, chunky bool) {
 // own judges them, the first to begin after they became suspects. Stopping
 // one forgives the others, since what they were charged was mostly its
 // growth.
-func (w *heapWatch) judge(cycles, live uint64, unsafe bool) []judged {
+func (w *heapWatch) judge(cycles, live uint64, unsafe, chunky bool) []judged {
 	for i := range w.found {
-		if sp := &w.found[i]; sp.charged > heapHardFactor*sp.limit {
-			// No garbage burst explains this much within one call;
-			// waiting for a collection could cost gigabytes.
+		if sp := &w.found[i]; sp.charged > heapHardFactor*sp.limit && chunky || sp.charged > heapGarbageFactor*sp.limit {
+			// Growth in big pieces is no garbage burst, and waiting
+			// for a collection could cost gigabytes. Growth in small
+			// ones may be garbage, the call's or anyone's: a heap
+			// that holds a lot live is collected rarely, so garbage
+			// piles up to many limits between collections.
 			sp.now = true
 		}
 	}
@@ -166,7 +170,12 @@ func (w *heapWatch) confirm(suspects []judged) {
 	gcMu.Lock()
 	runtime.GC()
 	gcMu.Unlock()
-	heap := readHeap(heapSample())
+	// What the collection found live, not the heap now: others keep
+	// allocating garbage while it runs, and a suspect is charged for
+	// none of it.
+	s := []metrics.Sample{{Name: liveMetric}, {Name: stackMetric}}
+	metrics.Read(s)
+	heap := sampled(s[0]) + sampled(s[1])
 	for _, sp := range suspects {
 		if len(sp.calls) > 0 && heap > sp.base && heap-sp.base > sp.limit {
 			for _, c := range sp.calls {

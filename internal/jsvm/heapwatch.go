@@ -65,6 +65,12 @@ const (
 	// reaches gigabytes in the time a forced GC takes.
 	heapHardFactor = 2
 
+	// heapGarbageFactor: growth in small pieces beyond this many limits
+	// stops a call without waiting for a collection. Below it, such
+	// growth may be garbage (a round trip through a parser makes a lot),
+	// and only what survives a collection counts.
+	heapGarbageFactor = 8
+
 	// bigStep is growth within one tick that, doubling a call's memory,
 	// may be a single native step still under way (a string copy), during
 	// which no collection should be forced.
@@ -112,6 +118,7 @@ type heapWatch struct {
 	confirming atomic.Bool // a forced GC is under way
 	prevHeap   uint64      // the last sample (mu)
 	prevLarge  uint64      // large objects allocated by then (mu)
+	prevCounts []uint64    // the allocations-by-size histogram then (watchdog's goroutine)
 	gonePayers int         // retired runtimes that allocated since the last tick (mu)
 
 	// What check works with, kept from tick to tick (mu): the watchdog
@@ -134,6 +141,11 @@ type watchState struct {
 	sig        *signals
 	gen        uint64 // call generation the base belongs to; 0: not measuring
 	base       uint64 // lowest heap size seen during the call
+	// seen is the heap when the call was first seen, lowered by
+	// collections: what a collection's judgement counts from. base may
+	// be the tick before, to charge a call's first big piece, but what
+	// others allocated in that gap is not the call's to answer for.
+	seen uint64
 	charged    uint64 // this call's share of the growth seen while it ran
 	allocs     uint64 // the VM's bigAllocs at the last tick
 	allocTicks int    // ticks it still counts as a payer
@@ -278,7 +290,7 @@ func readHeap(s []metrics.Sample) uint64 {
 // was running.
 func (w *heapWatch) check(s []metrics.Sample) bool {
 	heap := readHeap(s)
-	return w.observe(sample{heap, sampled(s[2]), sampled(s[3]), largeObjects(s[4])}, uint64(max(heapCeiling.Load(), 0)))
+	return w.observe(sample{heap, sampled(s[2]), sampled(s[3]), largeObjects(s[4]), w.smallBytes(s[4])}, uint64(max(heapCeiling.Load(), 0)))
 }
 
 // sample is what the watchdog reads at a tick.
@@ -287,6 +299,31 @@ type sample struct {
 	cycles uint64 // collections completed
 	live   uint64 // heap that the last collection found live
 	large  uint64 // objects allocated too big for a size class
+	small  uint64 // bytes allocated in smaller objects since the last tick, at most
+}
+
+// smallBytes bounds the bytes allocated in objects of a size class since
+// the last tick, from the histogram of allocations by size (each counted
+// at its bucket's upper bound). Only the watchdog's goroutine calls it.
+func (w *heapWatch) smallBytes(x metrics.Sample) uint64 {
+	if x.Value.Kind() != metrics.KindFloat64Histogram {
+		return 0
+	}
+	h := x.Value.Float64Histogram()
+	if len(h.Counts) < 2 {
+		return 0
+	}
+	if len(w.prevCounts) != len(h.Counts) {
+		w.prevCounts = make([]uint64, len(h.Counts)) // once
+		copy(w.prevCounts, h.Counts)
+		return 0
+	}
+	var n uint64
+	for i, c := range h.Counts[:len(h.Counts)-1] {
+		n += (c - min(c, w.prevCounts[i])) * uint64(h.Buckets[i+1])
+	}
+	copy(w.prevCounts, h.Counts)
+	return n
 }
 
 // observe is check given the sample.
@@ -297,9 +334,12 @@ func (w *heapWatch) observe(x sample, ceiling uint64) (busy bool) {
 	growth, payers, veterans, stopping := w.gather(heap)
 	// The heap grew in big pieces: a few objects of megabytes each, not a
 	// script's garbage of many small ones.
+	// The growth must be more than small objects made in the tick can
+	// explain: a script that makes a few strings of 100 KiB among its
+	// many small objects is not growing in big pieces.
 	chunky := false
 	if n := x.large - min(x.large, w.prevLarge); n > 0 {
-		chunky = growth/n >= bigPiece
+		chunky = growth/n >= bigPiece && x.small <= growth/2
 	}
 	w.prevLarge = x.large
 	stepping := false
@@ -308,7 +348,7 @@ func (w *heapWatch) observe(x sample, ceiling uint64) (busy bool) {
 		stepping = stepping || w.runs[i].st.stepping
 	}
 	w.suspects(heap, growth, ceiling, chunky)
-	if force := w.judge(x.cycles, x.live, stopping || stepping); force != nil {
+	if force := w.judge(x.cycles, x.live, stopping || stepping, chunky); force != nil {
 		go w.confirm(force)
 	}
 	for _, sp := range w.found {
@@ -391,13 +431,14 @@ func (w *heapWatch) gather(heap uint64) (growth uint64, payers, veterans int, st
 		}
 		fresh := st.gen != g
 		if fresh {
-			*st = watchState{sig: sig, gen: g, base: start, allocs: st.allocs, allocTicks: st.allocTicks}
+			*st = watchState{sig: sig, gen: g, base: start, seen: heap, allocs: st.allocs, allocTicks: st.allocTicks}
 		} else {
 			veterans++
 		}
 		if heap < st.base {
 			st.base = heap // a GC ran: growth counts from the low point
 		}
+		st.seen = min(st.seen, heap)
 		w.runs = append(w.runs, running{vm: vm, st: st, g: g, allocing: allocing, fresh: fresh})
 	}
 	return growth, payers, veterans, stopping
@@ -436,8 +477,11 @@ func (w *heapWatch) charge(r *running, heap, growth uint64, payers, veterans int
 	}
 	// Growth too small to matter (other goroutines' allocations charged
 	// in shares) neither counts as a doubling nor ends a run of them.
+	// Only growth in big pieces counts as a doubling: garbage made in
+	// small ones also doubles from tick to tick while no collection
+	// runs, as on a heap that holds a lot live.
 	switch {
-	case doubled:
+	case doubled && chunky:
 		st.doublings++
 	case added > before/4:
 		st.doublings = 0

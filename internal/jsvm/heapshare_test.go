@@ -1,0 +1,76 @@
+package jsvm
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// churnModule builds and takes apart a few hundred small objects many
+// times over, the way a YAML or schema library's round trip does: lots
+// of allocation, little of it live at once.
+const churnModule = `export function roundTrip() {
+  let lines = 0
+  for (let r = 0; r < 60; r++) {
+    const items = []
+    for (let i = 0; i < 500; i++) items.push({ id: i, name: "item " + i, tags: ["a" + i, "b", "c"], at: { x: i, y: [i, i + 1] } })
+    const text = items.map((it) => Object.entries(it).map(([k, v]) => k + ": " + JSON.stringify(v)).join("\n")).join("\n---\n")
+    lines += text.split("\n").map((l) => l.split(": ")).filter((p) => p.length === 2).length
+  }
+  return lines
+}`
+
+// TestCallIsNotChargedForItsNeighbours: a call's limit counts what it
+// allocated, so the same call passes whatever else the process holds or
+// throws away: here 300 MiB held live by others, then 300 MiB of
+// garbage others keep making while it runs.
+func TestCallIsNotChargedForItsNeighbours(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector's own allocations make this a test of it")
+	}
+	p := newTestPool(t, "backend.js", churnModule, Options{Size: 1})
+	want := mustJSON(t, p, "roundTrip")
+
+	var live [][]byte
+	for range 300 {
+		live = append(live, make([]byte, 1<<20))
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // a neighbour making garbage in small pieces
+		defer wg.Done()
+		var junk [][]byte
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			junk = append(junk, make([]byte, 4<<10))
+			if len(junk) == 16<<8 {
+				junk = nil // 16 MiB at most live; the rest is garbage
+			}
+			if len(junk)%64 == 0 {
+				time.Sleep(time.Millisecond) // at most 256 MiB a second
+			}
+		}
+	}()
+	fails := 0
+	start := time.Now()
+	for i := range 10 {
+		got, err := callJSON(t, p, "roundTrip")
+		if err != nil || got != want {
+			fails++
+			t.Logf("round %d: %v", i, err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	runtime.KeepAlive(live)
+	if fails > 0 {
+		t.Fatalf("%d of 10 calls failed beside 300 MiB of the neighbours' memory (%v)", fails, time.Since(start))
+	}
+	t.Logf("10 of 10 in %v", time.Since(start))
+}
