@@ -35,6 +35,9 @@ type Settings struct {
 	Origins *[]string
 	// Signup is who may sign up as a visitor: closed, invite or open.
 	Signup *string
+	// JSMemory is the MiB one call of the app's JavaScript may grow the
+	// heap by, 0 for the server's default; only a server admin may set it.
+	JSMemory *int
 }
 
 // AddDevice registers k's public key as the caller's device k.Name,
@@ -147,6 +150,9 @@ func (c *Client) SetSettings(ctx context.Context, app string, s Settings) error 
 	}
 	if s.Signup != nil {
 		body["signup"] = *s.Signup
+	}
+	if s.JSMemory != nil {
+		body["jsMemory"] = *s.JSMemory
 	}
 	if len(body) == 0 {
 		return errs.New(errs.Invalid, "no setting to change")

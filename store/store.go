@@ -234,6 +234,9 @@ type Code interface {
 	// SetAccessTimeout sets the app's access-function deadline; 0 resets
 	// it to the default.
 	SetAccessTimeout(ctx context.Context, appID int64, d time.Duration) error
+	// SetJSMemory sets how many MiB one call of the app's JavaScript may
+	// grow the heap by; 0 resets it to the server's default.
+	SetJSMemory(ctx context.Context, appID int64, mib int) error
 }
 
 // CodeVersion is one deployed version of an app's code.
@@ -272,6 +275,9 @@ type App struct {
 	Created time.Time
 	// AccessTimeout is the app's access-function deadline; 0 = default.
 	AccessTimeout time.Duration
+	// JSMemory is the memory, in MiB, that one call of the app's
+	// JavaScript may grow the heap by; 0 = the server's default.
+	JSMemory int
 	// Origins are the web origins besides the app's own site that may
 	// call the API from a browser (a dev server, say).
 	Origins []string

@@ -151,3 +151,45 @@ func TestAccessDeployAndRefusals(t *testing.T) {
 	refused(t, u, at, "forbidden", onlyOnChange, put(claim)...)
 	srv.stop(t)
 }
+
+// TestAppJSMemory: a server admin can give one app's calls more memory,
+// up to the server's cap; the app's owner cannot, and the limit survives
+// a restart.
+func TestAppJSMemory(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	srv := startServer(t, data, "HANDOFF_ADMIN_TOKEN="+adminToken)
+	u := srv.url
+	at := decode[map[string]string](t, must(t, u, adminToken, "user", "add", "alice").stdout)["token"]
+	const app = "alice/big"
+	must(t, u, at, "app", "create", app)
+	// 100 MiB held at once: past the default 64 MiB a call may use.
+	hold := codeDir(t, `export default function () {
+  const a = []
+  for (let i = 0; i < 25; i++) a.push("x".repeat(4 << 20) + i)
+  return { channels: ["c" + a.length] }
+}
+`)
+	must(t, u, at, "deploy", "--app", app, hold)
+	must(t, u, at, "app", "set", "--app", app, "--access-timeout", "20s") // memory, not time, is under test
+	put := []string{"db", "put", "--app", app, "--db", "docs", `{"_id":"d1"}`}
+	r := fails(t, u, at, 4, "error: access_error: ", put...)
+	if !strings.Contains(r.stderr, "more than 64 MiB") {
+		t.Fatalf("100 MiB under the default limit: %s", r.stderr)
+	}
+	fails(t, u, at, 4, "error: forbidden: ", "app", "set", "--app", app, "--js-memory", "256")
+	fails(t, u, adminToken, 1, "error: invalid: ", "app", "set", "--app", app, "--js-memory", "100000")
+	set := decode[map[string]any](t, must(t, u, adminToken, "app", "set", "--app", app, "--js-memory", "256").stdout)
+	if set["jsMemory"] != float64(256) {
+		t.Fatalf("app set = %v", set)
+	}
+	must(t, u, at, put...)
+
+	srv.stop(t)
+	srv = startServer(t, data, "HANDOFF_ADMIN_TOKEN="+adminToken)
+	u = srv.url
+	must(t, u, at, "db", "put", "--app", app, "--db", "docs", `{"_id":"d2"}`)
+	must(t, u, adminToken, "app", "set", "--app", app, "--js-memory", "0")
+	fails(t, u, at, 4, "error: access_error: ", "db", "put", "--app", app, "--db", "docs", `{"_id":"d3"}`)
+	srv.stop(t)
+}

@@ -103,9 +103,10 @@ func (c *cli) setCmd() *cobra.Command {
 	var public bool
 	var origins []string
 	var signup string
+	var jsMemory int
 	cmd := &cobra.Command{
-		Use:   "set --app OWNER/NAME [--access-timeout DURATION] [--public=true|false] [--origin URL]... [--signup closed|invite|open]",
-		Short: "Change an app's settings (the access function's deadline, public reads, web origins, visitor sign-up)",
+		Use:   "set --app OWNER/NAME [--access-timeout DURATION] [--public=true|false] [--origin URL]... [--signup closed|invite|open] [--js-memory MIB]",
+		Short: "Change an app's settings (the access function's deadline, public reads, web origins, visitor sign-up, JavaScript memory)",
 		Args:  noArgs,
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			a, err := app.value()
@@ -136,8 +137,12 @@ func (c *cli) setCmd() *cobra.Command {
 				s.Signup = &signup
 				out["signup"] = signup
 			}
-			if s.AccessTimeout == nil && s.Public == nil && s.Origins == nil && s.Signup == nil {
-				return usageError{"nothing to set; pass --access-timeout 250ms (0 restores the default), --public=true|false, --origin URL or --signup closed|invite|open"}
+			if cmd.Flags().Changed("js-memory") {
+				s.JSMemory = &jsMemory
+				out["jsMemory"] = jsMemory
+			}
+			if s.AccessTimeout == nil && s.Public == nil && s.Origins == nil && s.Signup == nil && s.JSMemory == nil {
+				return usageError{"nothing to set; pass --access-timeout 250ms (0 restores the default), --public=true|false, --origin URL, --signup closed|invite|open or --js-memory 256"}
 			}
 			if err := c.client().SetSettings(cmd.Context(), a, s); err != nil {
 				return err
@@ -150,5 +155,6 @@ func (c *cli) setCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&public, "public", false, "let anonymous readers read what access.js grants to public (--public=false closes the app again)")
 	cmd.Flags().StringArrayVar(&origins, "origin", nil, "a web origin besides the app's own site whose pages may call the API for the app, e.g. http://localhost:5173 (repeatable; replaces the list; --origin= clears it)")
 	cmd.Flags().StringVar(&signup, "signup", "", "who may sign up as a visitor on the app's page: closed (the default), invite (with a code from `handoff app invite`) or open")
+	cmd.Flags().IntVar(&jsMemory, "js-memory", 0, "MiB one call of the app's JavaScript may grow the heap by (default 64; at most the server's --js-memory; 0 restores the default); server admins only")
 	return cmd
 }

@@ -166,10 +166,11 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	eng := engine.New(st, engine.Options{
-		SecretKey: secretKey,
-		Logger:    log,
-		Code:      jsapp.New(jsapp.Options{Backend: backend.Options{Logger: log}}),
-		VetCode:   vet.Check,
+		MaxJSMemory: o.jsMemory,
+		SecretKey:   secretKey,
+		Logger:      log,
+		Code:        jsapp.New(jsapp.Options{Backend: backend.Options{Logger: log}}),
+		VetCode:     vet.Check,
 	})
 	envToken := c.getenv("HANDOFF_ADMIN_TOKEN")
 	token, err := eng.Bootstrap(ctx, envToken)

@@ -99,9 +99,10 @@ func (f *Func) Check(ctx context.Context, in appcode.AccessInput) (appcode.Acces
 	}
 	var dec appcode.AccessDecision
 	err := f.pool.Do(ctx, jsvm.Call{
-		Export:   export,
-		Deadline: in.Timeout,
-		Group:    in.App,
+		Export:    export,
+		Deadline:  in.Timeout,
+		HeapLimit: in.HeapLimit,
+		Group:     in.App,
 		Args: func(vm *jsvm.VM) ([]goja.Value, error) {
 			st := f.state(vm)
 			st.in = &in

@@ -59,6 +59,9 @@ type AccessInput struct {
 	// ctx.requireBackend checks it; only the server sets it.
 	Handler Handler
 	Timeout time.Duration
+	// HeapLimit is the memory one call may grow the heap by, in bytes;
+	// 0 is the server's default. The operator sets it per app.
+	HeapLimit int64
 	// Now is the clock's time when the write began.
 	Now time.Time
 	// ReadChannels are the channels the writer may read, for

@@ -91,6 +91,12 @@ type TickEvent struct {
 	ScheduledTime int64 `json:"scheduledTime"` // epoch milliseconds
 }
 
+// HeapLimiter is a HandlerContext whose app has a memory limit of its
+// own for one handler run, in bytes (0: the server's default).
+type HeapLimiter interface {
+	HeapLimit() int64
+}
+
 // HandlerContext is what a running handler may do: ctx.db, ctx.log and
 // ctx.app. Its writes pass through access.js as the handler they come
 // from; its reads see every document of the app.

@@ -34,9 +34,10 @@ func (b *Backend) Fetch(ctx context.Context, req appcode.FetchRequest, hc appcod
 	var rt *runtime
 	var resp appcode.FetchResponse
 	err := b.serve.Do(ctx, jsvm.Call{
-		Export:   "fetch",
-		Deadline: appcode.FetchRunTimeout,
-		Group:    c.group(),
+		Export:    "fetch",
+		Deadline:  appcode.FetchRunTimeout,
+		HeapLimit: c.heapLimit(),
+		Group:     c.group(),
 		Args: func(vm *jsvm.VM) ([]goja.Value, error) {
 			var err error
 			if rt, err = stateOf(vm); err != nil {

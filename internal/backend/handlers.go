@@ -48,9 +48,10 @@ func (b *Backend) run(ctx context.Context, pool *jsvm.Pool, c *call, event func(
 		limit = b.cfg.Scheduled.Timeout
 	}
 	err := pool.Do(ctx, jsvm.Call{
-		Export:   string(c.handler),
-		Deadline: limit,
-		Group:    c.group(),
+		Export:    string(c.handler),
+		Deadline:  limit,
+		HeapLimit: c.heapLimit(),
+		Group:     c.group(),
 		Args: func(vm *jsvm.VM) ([]goja.Value, error) {
 			var err error
 			if rt, err = stateOf(vm); err != nil {

@@ -57,6 +57,14 @@ func (c *call) group() string {
 	return owner + "/" + name
 }
 
+// heapLimit is the app's own memory limit for the call, 0 for the default.
+func (c *call) heapLimit() int64 {
+	if l, ok := c.hc.(appcode.HeapLimiter); ok {
+		return l.HeapLimit()
+	}
+	return 0
+}
+
 // stateKey is the jsvm.VM.Memo key of a runtime's *runtime.
 type stateKey struct{}
 

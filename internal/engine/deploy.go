@@ -210,6 +210,41 @@ func (e *Engine) codeChanged(ctx context.Context, appRef string) {
 	}
 }
 
+// DefaultMaxJSMemory is Options.MaxJSMemory's default, in MiB.
+const DefaultMaxJSMemory = 512
+
+// minJSMemory is the smallest per-app limit, in MiB: below it, loading an
+// ordinary module can fail.
+const minJSMemory = 16
+
+// SetJSMemory sets how many MiB one call of the app's JavaScript may grow
+// the heap by; 0 restores the server's default. The memory is the
+// server's, so only a server admin may change it.
+func (e *Engine) SetJSMemory(ctx context.Context, a Actor, appRef string, mib int) error {
+	if !a.Admin {
+		return errs.New(errs.Forbidden, "only a server admin may change an app's memory limit; ask one to run `handoff app set --app %s --js-memory MIB`", appRef)
+	}
+	app, err := e.appAs(ctx, a, appRef)
+	if err != nil {
+		return err
+	}
+	limit := e.maxJS
+	if limit <= 0 {
+		limit = DefaultMaxJSMemory
+	}
+	if mib != 0 && (mib < minJSMemory || mib > limit) {
+		return errs.New(errs.Invalid, "a memory limit of %d MiB is out of range; use %d to %d (the server's cap, `handoff serve --js-memory`), or 0 for the default", mib, minJSMemory, limit)
+	}
+	if err := e.st.SetJSMemory(ctx, app.ID, mib); err != nil {
+		return internal(err)
+	}
+	e.forgetApp(appRef)
+	return nil
+}
+
+// heapLimit is the app's own limit for one call, in bytes; 0 for the default.
+func (app *appState) heapLimit() int64 { return int64(app.JSMemory) << 20 }
+
 // SetAccessTimeout changes the deadline of the app's access function.
 func (e *Engine) SetAccessTimeout(ctx context.Context, a Actor, appRef string, d time.Duration) error {
 	app, err := e.appAs(ctx, a, appRef)

@@ -26,6 +26,10 @@ const DefaultMaxDocBytes = 1 << 20
 
 // Options configure an Engine. Zero values pick the defaults.
 type Options struct {
+	// MaxJSMemory caps, in MiB, the memory an operator may give one call
+	// of an app's JavaScript (SetJSMemory); 0 is DefaultMaxJSMemory. The
+	// server's own heap ceiling is the natural cap.
+	MaxJSMemory int
 	Clock       clock.Clock
 	MaxDocBytes int
 	Logger      *slog.Logger
@@ -60,6 +64,7 @@ type Engine struct {
 	caps    store.Capabilities // st.Capabilities(), read once
 	clock   clock.Clock
 	maxDoc  int
+	maxJS   int // Options.MaxJSMemory
 	log     *slog.Logger
 	code    appcode.Compiler
 	vetCode func(ctx context.Context, file, source string) error
@@ -126,7 +131,7 @@ func New(st store.Store, o Options) *Engine {
 	if o.Code == nil {
 		o.Code = noCode{}
 	}
-	e := &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, log: o.Logger, code: o.Code, vetCode: o.VetCode,
+	e := &Engine{st: st, clock: o.Clock, maxDoc: o.MaxDocBytes, maxJS: o.MaxJSMemory, log: o.Logger, code: o.Code, vetCode: o.VetCode,
 		observe: o.OnDelivery, poll: o.PollEvery, secretKey: o.SecretKey, apps: map[string]*appState{}}
 	e.node = mintID(e.clock.Now())
 	e.id = identity.New(st, e.clock, identity.Hooks{MayRead: e.mayReadApp, MembershipChanged: e.forgetApp})

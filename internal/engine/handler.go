@@ -21,6 +21,9 @@ var _ appcode.HandlerContext = (*handlerCtx)(nil)
 
 func (h *handlerCtx) App() (string, string) { return h.app.Owner, h.app.Name }
 
+// HeapLimit is the app's own memory limit for a handler run (appcode.HeapLimiter).
+func (h *handlerCtx) HeapLimit() int64 { return h.app.heapLimit() }
+
 func (h *handlerCtx) Put(ctx context.Context, db, id string, doc json.RawMessage, o appcode.PutOptions) (appcode.WriteResult, error) {
 	return h.e.Put(ctx, h.actor, h.app.ref(), db, id, doc, o)
 }

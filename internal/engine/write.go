@@ -240,7 +240,7 @@ func (e *Engine) writeAt(ctx context.Context, a Actor, app *appState, gate appco
 }
 
 func (e *Engine) accessInput(ctx context.Context, a Actor, app *appState, db, id string, deleted bool, body []byte, head *store.Doc, live bool) appcode.AccessInput {
-	in := appcode.AccessInput{App: app.ref(), DB: db, ID: id, Deleted: deleted, Handler: a.Handler, Timeout: app.accessTimeout(), Now: e.clock.Now()}
+	in := appcode.AccessInput{App: app.ref(), DB: db, ID: id, Deleted: deleted, Handler: a.Handler, Timeout: app.accessTimeout(), HeapLimit: app.heapLimit(), Now: e.clock.Now()}
 	if deleted {
 		in.Doc = appcode.DocJSON(id, "", true, nil)
 	} else {

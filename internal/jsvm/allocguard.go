@@ -47,8 +47,7 @@ var typedArrays = map[string]float64{
 }
 
 type allocGuard struct {
-	vm    *VM
-	limit float64
+	vm *VM
 	// pins are the array-likes whose length the running guard read
 	// (pins.go): the builtin reads it again, and must get the same.
 	pins []pin
@@ -121,18 +120,19 @@ func installAllocGuards(vm *VM) error {
 // pass: the builtin itself rejects them with the right RangeError. Outside
 // a call (host code in Setup) there is nothing to stop, so it throws.
 func (g *allocGuard) over(size float64) bool {
+	limit := float64(g.vm.heapLimit())
 	if size >= bigAlloc {
 		g.vm.bigAllocs.Add(1) // tells the heap watchdog who allocates
-		if !(size > g.limit) && !overCeiling(g.vm, size) {
+		if !(size > limit) && !overCeiling(g.vm, size) {
 			return false
 		}
-	} else if !(size > g.limit) {
+	} else if !(size > limit) {
 		return false
 	}
 	if g.vm.active.Load() == 0 {
-		panic(g.vm.NewGoError(fmt.Errorf("allocating %s would exceed the heap limit of %s", mib(int64(min(size, 1<<62))), mib(int64(g.limit)))))
+		panic(g.vm.NewGoError(fmt.Errorf("allocating %s would exceed the heap limit of %s", mib(int64(min(size, 1<<62))), mib(int64(limit)))))
 	}
-	if size > g.limit {
+	if size > limit {
 		g.vm.stopRunning(causeHeap)
 	} else {
 		g.vm.stopRunning(causeCeiling)

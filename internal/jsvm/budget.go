@@ -267,7 +267,7 @@ func (vm *VM) classify(err error, cause stopCause, ctx context.Context, export s
 		case causeDeadline:
 			return deadlineError(file, export, d)
 		case causeHeap:
-			return heapError(file, export, vm.opts.HeapLimit)
+			return heapError(file, export, vm.heapLimit())
 		case causeRegex:
 			return regexError(file, export)
 		case causeCeiling:

@@ -46,7 +46,7 @@ func (vm *VM) guardFlat(proto *goja.Object) error {
 			if obj, ok := c.This.(*goja.Object); ok && depth >= 1 {
 				s := flatScan{vm: vm, isArray: isArray, budget: math.Inf(1)}
 				if g != nil {
-					s.budget = g.limit / slotBytes
+					s.budget = float64(g.vm.heapLimit()) / slotBytes
 				}
 				s.walk(obj, depth, 0)
 				if g != nil && g.over(s.visited*slotBytes) {

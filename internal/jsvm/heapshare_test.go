@@ -1,10 +1,15 @@
 package jsvm
 
 import (
+	"context"
+	"errors"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dop251/goja"
 )
 
 // churnModule builds and takes apart a few hundred small objects many
@@ -73,4 +78,34 @@ func TestCallIsNotChargedForItsNeighbours(t *testing.T) {
 		t.Fatalf("%d of 10 calls failed beside 300 MiB of the neighbours' memory (%v)", fails, time.Since(start))
 	}
 	t.Logf("10 of 10 in %v", time.Since(start))
+}
+
+// TestCallHeapLimitOverride: a call may carry its own heap limit (an
+// app's, raised by the operator); it does not outlive the call.
+func TestCallHeapLimitOverride(t *testing.T) {
+	p := newTestPool(t, "backend.js", `export function hold() {
+  const a = []
+  for (let i = 0; i < 25; i++) a.push("x".repeat(4 << 20) + i)
+  return a.length
+}`, Options{Size: 1})
+	run := func(limit int64) (string, error) {
+		// What a collection judges counts from what was live when the
+		// call began; the runs before leave 100 MiB of garbage.
+		runtime.GC()
+		var got string
+		err := p.Do(context.Background(), Call{Export: "hold", HeapLimit: limit, Result: func(vm *VM, v goja.Value) error {
+			got = v.String()
+			return nil
+		}})
+		return got, err
+	}
+	if _, err := run(0); !errors.Is(err, ErrHeapLimit) || !strings.Contains(err.Error(), "64 MiB") {
+		t.Fatalf("100 MiB held under the default limit: %v; want the 64 MiB limit's error", err)
+	}
+	if got, err := run(256 << 20); err != nil || got != "25" {
+		t.Fatalf("100 MiB held under a 256 MiB limit: %q, %v", got, err)
+	}
+	if _, err := run(0); !errors.Is(err, ErrHeapLimit) {
+		t.Fatalf("the next call without a limit of its own: %v; want the default limit again", err)
+	}
 }

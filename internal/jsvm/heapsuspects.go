@@ -45,7 +45,7 @@ func (w *heapWatch) suspects(heap, growth, ceiling uint64, chunky bool) {
 	var top *running
 	for i := range w.runs {
 		r := &w.runs[i]
-		if r.st.charged > uint64(r.vm.opts.HeapLimit) && (top == nil || r.st.charged > top.st.charged) {
+		if r.st.charged > uint64(r.vm.heapLimit()) && (top == nil || r.st.charged > top.st.charged) {
 			top = r
 		}
 		if r.doubler {
@@ -55,16 +55,16 @@ func (w *heapWatch) suspects(heap, growth, ceiling uint64, chunky bool) {
 		}
 	}
 	if top != nil {
-		sp := suspect{lo: len(w.calls), base: top.st.seen, charged: top.st.charged, limit: uint64(top.vm.opts.HeapLimit), cause: causeHeap}
+		sp := suspect{lo: len(w.calls), base: top.st.seen, charged: top.st.charged, limit: uint64(top.vm.heapLimit()), cause: causeHeap}
 		w.calls = append(w.calls, call{top.vm, top.g})
 		add(sp)
 	}
 	for i := range w.runs {
 		r := &w.runs[i]
-		if r.pooled || r.st.charged == 0 || r.vm.opts.PoolHeapLimit <= 0 {
+		if r.pooled || r.st.charged == 0 || r.vm.poolHeapLimit() <= 0 {
 			continue
 		}
-		sp := suspect{lo: len(w.calls), base: r.st.seen, limit: uint64(r.vm.opts.PoolHeapLimit), cause: causeHeap}
+		sp := suspect{lo: len(w.calls), base: r.st.seen, limit: uint64(r.vm.poolHeapLimit()), cause: causeHeap}
 		for j := i; j < len(w.runs); j++ {
 			if o := &w.runs[j]; o.vm.opts == r.vm.opts && o.st.charged > 0 {
 				o.pooled = true

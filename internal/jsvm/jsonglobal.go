@@ -233,7 +233,7 @@ func (vm *VM) jsStringify(c goja.FunctionCall) goja.Value {
 func (vm *VM) newStringifier() stringifier {
 	s := stringifier{walker: walker{vm: vm}}
 	if vm.opts.HeapLimit > 0 {
-		s.limit = int(min(vm.opts.HeapLimit, math.MaxInt32))
+		s.limit = int(min(vm.heapLimit(), math.MaxInt32))
 	}
 	return s
 }

@@ -91,6 +91,10 @@ type Call struct {
 	// instead of Export: one the module registered rather than exported,
 	// such as a test. Export then only names the call in errors.
 	Func func(vm *VM) (goja.Callable, error)
+	// HeapLimit overrides Options.HeapLimit for this call when above 0,
+	// e.g. an app's own limit set by the operator. It applies only in a
+	// pool made with a heap limit; the pool's shared limit is at least it.
+	HeapLimit int64
 }
 
 // Do runs c on a free runtime, waiting for one if all are busy; only ctx
@@ -105,6 +109,10 @@ func (p *Pool) Do(ctx context.Context, c Call) error {
 		d = p.opts.Deadline
 	}
 	return p.with(ctx, c.Export, c.Group, d, func(vm *VM) error {
+		if c.HeapLimit > 0 {
+			vm.callLimit.Store(c.HeapLimit)
+			defer vm.callLimit.Store(0)
+		}
 		var fn goja.Callable
 		var err error
 		if c.Func != nil {

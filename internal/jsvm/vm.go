@@ -52,12 +52,15 @@ type VM struct {
 	parked    bool              // waiting on the host with Options.Busy told (loop.go)
 
 	// Touched only on the goroutine that holds the VM.
-	group     string      // the call's Call.Group
-	holding   bool        // the call holds a slot of opts.Gate
-	timer     *time.Timer // reused deadline timer (no per-call allocation)
-	stopAF    func() bool // disarms an Options.AfterFunc deadline
-	stopCtx   func() bool // disarms the context watcher
-	broken    bool        // never reuse: interrupted, overflowed or panicked
+	group   string      // the call's Call.Group
+	holding bool        // the call holds a slot of opts.Gate
+	timer   *time.Timer // reused deadline timer (no per-call allocation)
+	stopAF  func() bool // disarms an Options.AfterFunc deadline
+	stopCtx func() bool // disarms the context watcher
+	broken  bool        // never reuse: interrupted, overflowed or panicked
+	// callLimit is the running call's own heap limit (Call.HeapLimit), 0
+	// for the pool's; the heap watchdog reads it at its ticks.
+	callLimit atomic.Int64
 	ctx       context.Context
 	callCtx   context.Context // lazily derived from ctx; cancelled when the call ends
 	cancelCtx context.CancelFunc
@@ -105,7 +108,7 @@ func newVM(prog *Program, opts *Options) (*VM, error) {
 		return nil, fmt.Errorf("jsvm: taking away refused builtins: %w", err)
 	}
 	if opts.HeapLimit > 0 {
-		vm.alloc = &allocGuard{vm: vm, limit: float64(opts.HeapLimit)}
+		vm.alloc = &allocGuard{vm: vm}
 	}
 	if err := installNativeGuards(vm); err != nil {
 		return nil, fmt.Errorf("jsvm: installing native guards: %w", err)
@@ -271,4 +274,21 @@ func (vm *VM) Memo(key any, build func(vm *VM) (goja.Value, error)) (goja.Value,
 	}
 	vm.memo[key] = v
 	return v, nil
+}
+
+// heapLimit is the running call's heap limit.
+func (vm *VM) heapLimit() int64 {
+	if l := vm.callLimit.Load(); l > 0 {
+		return l
+	}
+	return vm.opts.HeapLimit
+}
+
+// poolHeapLimit is the limit of the calls running at once in vm's pool:
+// never below the running call's own.
+func (vm *VM) poolHeapLimit() int64 {
+	if vm.opts.PoolHeapLimit <= 0 {
+		return vm.opts.PoolHeapLimit
+	}
+	return max(vm.opts.PoolHeapLimit, vm.heapLimit())
 }

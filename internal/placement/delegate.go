@@ -79,6 +79,11 @@ func (r *Router) SetAccessTimeout(ctx context.Context, appID int64, d time.Durat
 	return r.home().SetAccessTimeout(ctx, appID, d)
 }
 
+// SetJSMemory goes home, like the other settings in the app's row.
+func (r *Router) SetJSMemory(ctx context.Context, appID int64, mib int) error {
+	return r.home().SetJSMemory(ctx, appID, mib)
+}
+
 func (r *Router) RemoveToken(ctx context.Context, hash []byte) error {
 	return r.home().RemoveToken(ctx, hash)
 }

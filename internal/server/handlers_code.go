@@ -58,7 +58,8 @@ func (s *Server) activate(w http.ResponseWriter, r *http.Request, a engine.Actor
 
 // settings changes per-app settings: the access-function deadline,
 // whether anonymous readers may read the app's public channels, the extra
-// web origins, and who may sign up as a visitor. Any of them; they are
+// web origins, who may sign up as a visitor, and (for a server admin)
+// the memory one call of its JavaScript may use. Any of them; they are
 // applied in that order, and the first invalid one stops the rest.
 func (s *Server) settings(w http.ResponseWriter, r *http.Request, a engine.Actor) error {
 	var req struct {
@@ -66,12 +67,13 @@ func (s *Server) settings(w http.ResponseWriter, r *http.Request, a engine.Actor
 		Public        *bool     `json:"public"`
 		Origins       *[]string `json:"origins"`
 		Signup        *string   `json:"signup"`
+		JSMemory      *int      `json:"jsMemory"`
 	}
-	const example = `{"accessTimeout":"250ms"}, {"public":true}, {"origins":["http://localhost:5173"]} or {"signup":"open"}`
+	const example = `{"accessTimeout":"250ms"}, {"public":true}, {"origins":["http://localhost:5173"]}, {"signup":"open"} or {"jsMemory":256}`
 	if err := decodeBody(w, r, smallBodyBytes, &req, example); err != nil {
 		return err
 	}
-	if req.AccessTimeout == nil && req.Public == nil && req.Origins == nil && req.Signup == nil {
+	if req.AccessTimeout == nil && req.Public == nil && req.Origins == nil && req.Signup == nil && req.JSMemory == nil {
 		return errs.New(errs.Invalid, "nothing to change; send %s", example)
 	}
 	out := map[string]any{"ok": true}
@@ -103,6 +105,12 @@ func (s *Server) settings(w http.ResponseWriter, r *http.Request, a engine.Actor
 			return err
 		}
 		out["signup"] = *req.Signup
+	}
+	if req.JSMemory != nil {
+		if err := s.e.SetJSMemory(r.Context(), a, appRef(r), *req.JSMemory); err != nil {
+			return err
+		}
+		out["jsMemory"] = *req.JSMemory
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

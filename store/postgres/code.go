@@ -104,3 +104,8 @@ func (s *Store) SetAccessTimeout(ctx context.Context, appID int64, d time.Durati
 	_, err := s.pool.Exec(ctx, `UPDATE apps SET access_timeout_ms = $1 WHERE id = $2`, d.Milliseconds(), appID)
 	return err
 }
+
+func (s *Store) SetJSMemory(ctx context.Context, appID int64, mib int) error {
+	_, err := s.pool.Exec(ctx, `UPDATE apps SET js_memory_mib = $1 WHERE id = $2`, mib, appID)
+	return err
+}

@@ -139,12 +139,12 @@ func (s *Store) CreateApp(ctx context.Context, a store.App) (*store.App, error) 
 	return &a, nil
 }
 
-const appCols = `id, owner, name, public, created, access_timeout_ms, origins, signup`
+const appCols = `id, owner, name, public, created, access_timeout_ms, origins, signup, js_memory_mib`
 
 func scanApp(row pgx.Row) (store.App, error) {
 	var a store.App
 	var t, timeout int64
-	if err := row.Scan(&a.ID, &a.Owner, &a.Name, &a.Public, &t, &timeout, &a.Origins, &a.Signup); err != nil {
+	if err := row.Scan(&a.ID, &a.Owner, &a.Name, &a.Public, &t, &timeout, &a.Origins, &a.Signup, &a.JSMemory); err != nil {
 		return a, err
 	}
 	a.Created = fromNanos(t)

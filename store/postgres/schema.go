@@ -441,6 +441,16 @@ var migrations = []string{
 	BEGIN
 		RETURN coalesce(pg_sequence_last_value('handoff_seq'), (SELECT last_value - 1 FROM handoff_seq));
 	END $$;`,
+
+	// 15: the memory one call of the app's JavaScript may use, when the
+	// operator set one (MiB; 0 is the server's default); a change reaches
+	// every node as the other settings do.
+	`ALTER TABLE apps ADD COLUMN js_memory_mib int4 NOT NULL DEFAULT 0;
+	DROP TRIGGER app_settings_changed ON apps;
+	CREATE TRIGGER app_settings_changed AFTER UPDATE OF public, access_timeout_ms, js_memory_mib ON apps
+		FOR EACH ROW WHEN (OLD.public IS DISTINCT FROM NEW.public OR OLD.access_timeout_ms IS DISTINCT FROM NEW.access_timeout_ms
+			OR OLD.js_memory_mib IS DISTINCT FROM NEW.js_memory_mib)
+		EXECUTE FUNCTION handoff_app_changed();`,
 }
 
 // migrateLock is the advisory lock key that serialises migrations, so

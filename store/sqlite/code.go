@@ -109,3 +109,8 @@ func (s *Store) SetAccessTimeout(ctx context.Context, appID int64, d time.Durati
 	_, err := s.wdb.ExecContext(ctx, `UPDATE apps SET access_timeout_ms = ? WHERE id = ?`, d.Milliseconds(), appID)
 	return err
 }
+
+func (s *Store) SetJSMemory(ctx context.Context, appID int64, mib int) error {
+	_, err := s.wdb.ExecContext(ctx, `UPDATE apps SET js_memory_mib = ? WHERE id = ?`, mib, appID)
+	return err
+}

@@ -151,13 +151,13 @@ func (s *Store) CreateApp(ctx context.Context, a store.App) (*store.App, error) 
 	return &a, err
 }
 
-const appCols = `id, owner, name, public, created, access_timeout_ms, origins, signup`
+const appCols = `id, owner, name, public, created, access_timeout_ms, origins, signup, js_memory_mib`
 
 func scanApp(row interface{ Scan(...any) error }) (*store.App, error) {
 	var a store.App
 	var t, timeout int64
 	var origins string
-	if err := row.Scan(&a.ID, &a.Owner, &a.Name, &a.Public, &t, &timeout, &origins, &a.Signup); err != nil {
+	if err := row.Scan(&a.ID, &a.Owner, &a.Name, &a.Public, &t, &timeout, &origins, &a.Signup, &a.JSMemory); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(origins), &a.Origins); err != nil {

@@ -200,6 +200,9 @@ var migrations = []string{
 	UPDATE events SET db = (SELECT r.db FROM revisions r WHERE r.app_id = events.app_id AND r.seq = events.seq),
 		doc_id = (SELECT r.id FROM revisions r WHERE r.app_id = events.app_id AND r.seq = events.seq);
 	CREATE INDEX events_by_doc ON events (app_id, db, doc_id, seq) WHERE dead = 0;`,
+	// The memory one call of the app's JavaScript may use, when the
+	// operator set one (MiB; 0 is the server's default).
+	`ALTER TABLE apps ADD COLUMN js_memory_mib INTEGER NOT NULL DEFAULT 0;`,
 }
 
 func migrate(db *sql.DB) error {

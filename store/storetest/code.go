@@ -68,6 +68,17 @@ func testStoreCode(t *testing.T, e *env) {
 		t.Fatalf("AccessTimeout after reopen = %v", a.AccessTimeout)
 	}
 
+	if a, _ := e.st.App(e.ctx, "alice", "jobs"); a.JSMemory != 0 {
+		t.Fatalf("a new app's JSMemory = %d, want 0 (the default)", a.JSMemory)
+	}
+	if err := e.st.SetJSMemory(e.ctx, app, 256); err != nil {
+		t.Fatal(err)
+	}
+	e.reopen()
+	if a, _ := e.st.App(e.ctx, "alice", "jobs"); a.JSMemory != 256 {
+		t.Fatalf("JSMemory after SetJSMemory and a reopen = %d, want 256", a.JSMemory)
+	}
+
 	if a, _ := e.st.App(e.ctx, "alice", "jobs"); len(a.Origins) != 0 {
 		t.Fatalf("a new app's origins = %q, want none", a.Origins)
 	}
