@@ -107,7 +107,12 @@ func (g *bigGuard) arith(name string, a, b goja.Value) goja.Value {
 	if name == bigMul && goja.IsNumber(a) && goja.IsNumber(b) {
 		return g.vm.ToValue(a.ToFloat() * b.ToFloat())
 	}
-	a, b = g.toNumeric(a), g.toNumeric(b)
+	a = g.toNumeric(a)
+	if _, isSym := a.(*goja.Symbol); isSym {
+		// ToNumeric of the left throws before the right is converted.
+		g.throw(g.typeErr, "Cannot convert a Symbol value to a number")
+	}
+	b = g.toNumeric(b)
 	x, xok := a.Export().(*big.Int)
 	y, yok := b.Export().(*big.Int)
 	if xok && yok && goja.IsBigInt(a) && goja.IsBigInt(b) {
@@ -367,7 +372,7 @@ func (g *bigGuard) wrapBuiltins() error {
 	if err := fn.DefineDataProperty("prototype", proto, goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE); err != nil {
 		return err
 	}
-	if err := proto.DefineDataProperty("constructor", fn, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
+	if err := proto.DefineDataProperty("constructor", fn, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
 		return err
 	}
 	for _, m := range []struct {
@@ -393,17 +398,17 @@ func (g *bigGuard) wrapBuiltins() error {
 			}
 			return v
 		}).(*goja.Object)
-		if err := method.DefineDataProperty("name", rt.ToValue(m.name), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
+		if err := method.DefineDataProperty("name", rt.ToValue(m.name), goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
 			return err
 		}
-		if err := method.DefineDataProperty("length", rt.ToValue(2), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
+		if err := method.DefineDataProperty("length", rt.ToValue(2), goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
 			return err
 		}
-		if err := fn.DefineDataProperty(m.name, method, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
+		if err := fn.DefineDataProperty(m.name, method, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
 			return err
 		}
 	}
-	return rt.GlobalObject().DefineDataProperty("BigInt", fn, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
+	return rt.GlobalObject().DefineDataProperty("BigInt", fn, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
 }
 
 // toIndex is the standard's ToIndex.

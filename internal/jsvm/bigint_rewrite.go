@@ -78,6 +78,7 @@ var identType = reflect.TypeOf(ast.Identifier{})
 // rewrite is set, replacing the operators above.
 type bigRewriter struct {
 	rewrite bool
+	changed bool
 	uses    bool
 	err     error
 	seen    map[uintptr]bool
@@ -91,12 +92,12 @@ func usesBigInt(prog *ast.Program) bool {
 }
 
 // rewriteBigInt replaces prog's unbounded BigInt operators with checked
-// calls. It fails only for a compound assignment it cannot rewrite
-// without changing what the code does.
-func rewriteBigInt(prog *ast.Program) error {
+// calls, and reports whether there were any. It fails only for a compound
+// assignment it cannot rewrite without changing what the code does.
+func rewriteBigInt(prog *ast.Program) (changed bool, err error) {
 	w := &bigRewriter{rewrite: true, seen: map[uintptr]bool{}}
 	w.walk(reflect.ValueOf(prog))
-	return w.err
+	return w.changed, w.err
 }
 
 var astPkg = reflect.TypeOf(ast.Program{}).PkgPath()
@@ -155,6 +156,7 @@ func (w *bigRewriter) slot(v reflect.Value) {
 		return
 	}
 	v.Set(reflect.ValueOf(r))
+	w.changed = true
 }
 
 // note records the names and literals that make a BigInt.

@@ -25,6 +25,16 @@ func TestBigIntKeepsNodesAnswers(t *testing.T) {
 	}
 }
 
+// TestBigIntKeepsMoreOfNodesAnswers: eval of code with nothing to check
+// keeps eval's own scoping, the builtins' property flags are the
+// standard's, and a Symbol on the left throws before the right is read.
+func TestBigIntKeepsMoreOfNodesAnswers(t *testing.T) {
+	p := newTestPool(t, "backend.js", bigIntSemantics, Options{})
+	if got, want := mustJSON(t, p, "more"), `["1","2","true","true,false,true","true,false,true","false,false,true","true,false,true","TypeError"]`; got != want {
+		t.Fatalf("differs from Node\nnode:    %s\nhandoff: %s", want, got)
+	}
+}
+
 func firstDiffAt(a, b string) string {
 	for i := 0; i < len(a) && i < len(b); i++ {
 		if a[i] != b[i] {

@@ -68,8 +68,12 @@ func installCodegen(vm *VM) error {
 			}
 			return nil
 		}
-		if err := rewriteBigInt(prog); err != nil {
+		changed, err := rewriteBigInt(prog)
+		if err != nil {
 			vm.throw(syntaxError, fmt.Sprintf("%s: %v", what, err))
+		}
+		if !changed {
+			return nil // nothing to check: goja's own eval, with its scoping
 		}
 		return prog
 	}

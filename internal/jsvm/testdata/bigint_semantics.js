@@ -49,3 +49,13 @@ export function cases() {
   ];
   return [...out, log.join(" ")];
 }
+export function more() {
+  const g = eval, log = [];
+  const d = (o, k) => { const x = Object.getOwnPropertyDescriptor(o, k); return [x.writable, x.enumerable, x.configurable].join() };
+  try { Symbol() * { valueOf() { log.push("rhs"); return 1 } } } catch (e) { log.push(e.name) }
+  return [
+    g("const k = 1; k"), g("const k = 2; k"), (g("var v = 1"), Object.getOwnPropertyDescriptor(globalThis, "v").configurable),
+    d(globalThis, "BigInt"), d(BigInt, "asIntN"), d(BigInt.asUintN, "length"), d(BigInt.prototype, "constructor"),
+    log.join(),
+  ].map(String);
+}
