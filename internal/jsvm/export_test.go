@@ -92,3 +92,21 @@ func TestBoolReadsOnlyBooleans(t *testing.T) {
 		}
 	}
 }
+
+// CompileScriptForTest compiles a script as a runtime whose module names
+// BigInt compiles its code: parsed by goja, with its BigInt operators
+// rewritten into checked calls when it uses BigInt, then compiled by
+// goja. It is for test262_test.go, which runs the suite's scripts on
+// handoff's runtimes.
+func CompileScriptForTest(name, src string, strict bool) (*goja.Program, error) {
+	tree, err := goja.Parse(name, src)
+	if err != nil {
+		return nil, err
+	}
+	if mayUseBigInt(src) && usesBigInt(tree) {
+		if err := rewriteBigInt(tree); err != nil {
+			return nil, err
+		}
+	}
+	return goja.CompileAST(tree, strict)
+}

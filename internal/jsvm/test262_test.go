@@ -4,8 +4,14 @@ package jsvm_test
 // goja runtime and on handoff's guarded runtimes, and reports where the
 // answers differ: the guards (budgets, replaced builtins, the web API)
 // should change none, except where handoff documents that they do
-// (no BigInt, eval is indirect, code from strings is at most 64 KiB,
-// the call stack is 1000 deep).
+// (BigInts of at most 2**20 bits, eval is indirect, code from strings is
+// at most 64 KiB, the call stack is 1000 deep).
+//
+// The guarded runtimes have BigInt, as an app's do when its module names
+// BigInt: both modules below name it, and the test and harness scripts
+// they run are compiled as such a module's code is, with their BigInt
+// operators rewritten into checked calls (jsvm.CompileScriptForTest).
+// goja runs the same scripts compiled by goja.Compile.
 //
 // Each test runs on three runtimes, each fresh:
 //
@@ -67,11 +73,13 @@ type test262Case struct {
 }
 
 // test262Mode is one way of running a case: its compiled source, or the
-// compile error that a negative parse test expects.
+// compile error that a negative parse test expects, and the harness
+// compiled the same way.
 type test262Mode struct {
-	name  string // "strict", "sloppy" or "raw"
-	prog  *goja.Program
-	early error
+	name    string // "strict", "sloppy" or "raw"
+	prog    *goja.Program
+	early   error
+	harness *harnessCache
 }
 
 // scriptResult is what the scripts did on one runtime. It is filled in
@@ -135,11 +143,12 @@ func TestTest262(t *testing.T) {
 	t.Logf("%d test files under %s", len(files), strings.Join(dirs, ", "))
 
 	r := &test262Runner{
-		root:    root,
-		harness: &harnessCache{dir: root, progs: map[string]*goja.Program{}, errs: map[string]error{}},
+		root:     root,
+		harness:  newHarnessCache(root, goja.Compile),
+		hharness: newHarnessCache(root, jsvm.CompileScriptForTest),
 	}
 	var err error
-	if r.module, err = jsvm.Compile("access.js", "export default function () {}"); err != nil {
+	if r.module, err = jsvm.Compile("access.js", test262Access); err != nil {
 		t.Fatal(err)
 	}
 
@@ -174,16 +183,22 @@ func TestTest262(t *testing.T) {
 }
 
 type test262Runner struct {
-	root    string
-	harness *harnessCache
-	module  *jsvm.Program   // access.js for the access-like pool
-	took    [3]atomic.Int64 // time spent on each runtime, all workers together
+	root     string
+	harness  *harnessCache   // compiled for goja
+	hharness *harnessCache   // compiled for handoff's runtimes
+	module   *jsvm.Program   // access.js for the access-like pool
+	took     [3]atomic.Int64 // time spent on each runtime, all workers together
 }
+
+// test262Access is the module of the access-like pool. It names BigInt,
+// so its runtimes have BigInt, as an app's do when its code uses it.
+const test262Access = `export default function () { return typeof BigInt; }`
 
 type test262FileResult struct {
 	rel, group string
 	skipped    string // why the file was not run
 	ignored    bool   // it called $262.createRealm on goja
+	bigint     bool   // the test has the BigInt feature
 	verdicts   [3]test262Verdict
 }
 
@@ -201,24 +216,29 @@ func (r *test262Runner) runFile(path string) test262FileResult {
 		return res
 	}
 	c := &test262Case{rel: rel, group: res.group, meta: parseTest262Meta(string(b)), src: string(b)}
+	res.bigint = slices.Contains(c.meta.features, "BigInt")
 	if why := test262SkipReason(&c.meta); why != "" {
 		res.skipped = why
 		return res
 	}
-	var modes []test262Mode
+	// modes[0] is compiled for goja, modes[1] for handoff's runtimes.
+	var modes [2][]test262Mode
 	compile := func(name, src string) {
-		m := test262Mode{name: name}
-		func() {
-			// A bug of goja's compiler that a test reaches fails the test
-			// on every runtime alike, as handoff's own compile does.
-			defer func() {
-				if x := recover(); x != nil {
-					m.prog, m.early = nil, fmt.Errorf("goja panicked compiling the test: %v", x)
-				}
+		for i, h := range []*harnessCache{r.harness, r.hharness} {
+			m := test262Mode{name: name, harness: h}
+			func() {
+				// A bug of goja's compiler that a test reaches fails the
+				// test on every runtime alike, as handoff's own compile
+				// does.
+				defer func() {
+					if x := recover(); x != nil {
+						m.prog, m.early = nil, fmt.Errorf("goja panicked compiling the test: %v", x)
+					}
+				}()
+				m.prog, m.early = h.compile(rel, src, false)
 			}()
-			m.prog, m.early = goja.Compile(rel, src, false)
-		}()
-		modes = append(modes, m)
+			modes[i] = append(modes[i], m)
+		}
 	}
 	switch {
 	case c.meta.hasFlag("raw"):
@@ -234,7 +254,7 @@ func (r *test262Runner) runFile(path string) test262FileResult {
 	for i, run := range []func(*test262Case, test262Mode) test262Verdict{r.runGoja, r.runAccess, r.runBackend} {
 		v := test262Verdict{pass: true}
 		t0 := time.Now()
-		for _, m := range modes {
+		for _, m := range modes[min(i, 1)] {
 			mv := run(c, m)
 			if mv.ignored {
 				v = mv
@@ -297,7 +317,7 @@ func (r *test262Runner) execute(rt *goja.Runtime, c *test262Case, m test262Mode,
 		harness = append(harness, c.meta.includes...)
 	}
 	for _, h := range harness {
-		p, err := r.harness.get(h)
+		p, err := m.harness.get(h)
 		if err == nil {
 			_, err = rt.RunProgram(p)
 		}
@@ -429,8 +449,9 @@ func (r *test262Runner) runAccess(c *test262Case, m test262Mode) (v test262Verdi
 	return judge(c, &res, err)
 }
 
+// test262Backend names BigInt, so its runtime has BigInt.
 const test262Backend = `export const config = {scheduled: {interval: "1h", timeout: "2s"}};
-export async function scheduled() { __test262(); }
+export async function scheduled() { typeof BigInt; __test262(); }
 `
 
 // runBackend runs the scripts inside a scheduled tick of a backend.js
@@ -491,7 +512,7 @@ func test262Report(results []test262FileResult, took time.Duration) string {
 	type row struct{ run, ignored, skipped, pass [3]int }
 	rows := map[string]*row{}
 	var groups []string
-	var tot row
+	var tot, big row // big: the files with the BigInt feature
 	skips := map[string]int{}
 	var diffs [3][]string
 	var reverse [3][]string
@@ -507,18 +528,30 @@ func test262Report(results []test262FileResult, took time.Duration) string {
 			rw.skipped[0]++
 			tot.skipped[0]++
 			skips[fr.skipped]++
+			if fr.bigint {
+				big.skipped[0]++
+			}
 			continue
 		case fr.ignored:
 			rw.ignored[0]++
 			tot.ignored[0]++
+			if fr.bigint {
+				big.ignored[0]++
+			}
 			continue
 		}
 		rw.run[0]++
 		tot.run[0]++
+		if fr.bigint {
+			big.run[0]++
+		}
 		for i, v := range fr.verdicts {
 			if v.pass {
 				rw.pass[i]++
 				tot.pass[i]++
+				if fr.bigint {
+					big.pass[i]++
+				}
 			}
 			if i > 0 && fr.verdicts[0].pass && !v.pass {
 				diffs[i] = append(diffs[i], fr.rel+"\t"+v.why)
@@ -537,6 +570,7 @@ func test262Report(results []test262FileResult, took time.Duration) string {
 		fmt.Fprintf(&b, "%-48s %6d %6d %6d %8d %8d\n", g, rw.run[0], rw.skipped[0]+rw.ignored[0], rw.pass[0], rw.pass[1], rw.pass[2])
 	}
 	fmt.Fprintf(&b, "%-48s %6d %6d %6d %8d %8d\n", "TOTAL", tot.run[0], tot.skipped[0]+tot.ignored[0], tot.pass[0], tot.pass[1], tot.pass[2])
+	fmt.Fprintf(&b, "%-48s %6d %6d %6d %8d %8d\n", "  of which feature BigInt", big.run[0], big.skipped[0]+big.ignored[0], big.pass[0], big.pass[1], big.pass[2])
 	fmt.Fprintf(&b, "\nskipped by frontmatter: %d files; ignored at run time ($262.createRealm): %d\n", tot.skipped[0], tot.ignored[0])
 	var keys []string
 	for k := range skips {
