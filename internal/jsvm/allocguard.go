@@ -354,13 +354,6 @@ func (g *allocGuard) installMore(rt *goja.Runtime, strProto, arrProto *goja.Obje
 		{fnProto, "apply", argsOf(1)},
 		{reflect, "apply", argsOf(2)},
 		{reflect, "construct", argsOf(1)},
-		{strProto, "concat", func(c goja.FunctionCall) float64 {
-			n := g.strLen(c.This)
-			for _, a := range c.Arguments {
-				n += g.strLen(a)
-			}
-			return 2 * n
-		}},
 		{strProto, "replaceAll", func(c goja.FunctionCall) float64 { return g.replaced(c, true) }},
 		{strProto, "replace", func(c goja.FunctionCall) float64 { return g.replaced(c, false) }},
 		{object, "assign", func(c goja.FunctionCall) float64 {
@@ -396,6 +389,28 @@ func (g *allocGuard) installMore(rt *goja.Runtime, strProto, arrProto *goja.Obje
 		if err := g.wrap(x.obj, x.name, x.size); err != nil {
 			return err
 		}
+	}
+	// concat makes each of its operands a string once, as the standard
+	// says: here, to size the result, and it gets the strings.
+	if err := g.vm.replaceMethod(strProto, "concat", func(orig goja.Callable) func(goja.FunctionCall) goja.Value {
+		return func(c goja.FunctionCall) goja.Value {
+			if c.This == nil || goja.IsUndefined(c.This) || goja.IsNull(c.This) {
+				return mustCall(orig, c.This, c.Arguments...) // its TypeError
+			}
+			this := c.This.ToString()
+			args := make([]goja.Value, len(c.Arguments))
+			n := g.strLen(this)
+			for i, a := range c.Arguments {
+				args[i] = a.ToString()
+				n += g.strLen(args[i])
+			}
+			if g.over(2 * n) {
+				return goja.Undefined() // the interrupt fires at the next instruction
+			}
+			return mustCall(orig, this, args...)
+		}
+	}); err != nil {
+		return err
 	}
 	for _, name := range []string{"join", "toLocaleString"} {
 		if err := g.wrapPinning(typedProto, name, g.joinSize, false); err != nil {

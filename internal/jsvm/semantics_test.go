@@ -6,7 +6,7 @@ import "testing"
 // a guard once changed the answer: an array-like behind a pinning Proxy
 // (holes visited, callbacks seeing the Proxy), RegExp(re) making a copy,
 // JSON.parse calling a setter, padStart and repeat converting their
-// argument twice.
+// argument twice, concat converting its operands twice.
 const semanticsModule = `const t = (f) => { try { return JSON.stringify(f()) } catch (e) { return "throws " + (e && e.name) } };
 export function f() {
   return [
@@ -28,6 +28,7 @@ export function f() {
     t(() => Array.prototype.join.call({length: 2, 0: "a"}, "-")),
     t(() => Array.from({length: 2})),
     t(() => Object.keys(new Proxy({a: 1}, {}))),
+    t(() => { let gets = 0; const o = { get toString() { gets++; return () => "x" } }; return [gets + 0, "".concat(o, 1, null, undefined), gets] }),
   ];
 }
 `
@@ -36,7 +37,7 @@ export function f() {
 // its answer. The want is what Node 20 prints for the same module.
 func TestGuardsKeepTheLanguagesAnswers(t *testing.T) {
 	p := newTestPool(t, "backend.js", semanticsModule, Options{})
-	const node = `["2","[1,3]","throws TypeError","throws TypeError","[true]","true","true","1","1","2","0","false","2","true","\"1,2,3\"","\"a-\"","[null,null]","[\"a\"]"]`
+	const node = `["2","[1,3]","throws TypeError","throws TypeError","[true]","true","true","1","1","2","0","false","2","true","\"1,2,3\"","\"a-\"","[null,null]","[\"a\"]","[0,\"x1nullundefined\",1]"]`
 	if got := mustJSON(t, p, "f"); got != node {
 		t.Fatalf("got  %s\nNode %s", got, node)
 	}
