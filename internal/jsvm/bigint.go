@@ -31,6 +31,8 @@ type bigGuard struct {
 	rangeErr, typeErr goja.Value
 	ops               map[string]goja.Callable // the plain operators, for primitive operands
 	bigint            goja.Callable            // goja's BigInt
+	reflectGet        goja.Callable            // Reflect.get and set, taken before app code runs
+	reflectSet        goja.Callable
 }
 
 // installBigInt gives a runtime whose module names BigInt the BigInt
@@ -39,6 +41,9 @@ type bigGuard struct {
 func installBigInt(vm *VM) error {
 	rt := vm.Runtime
 	g := &bigGuard{vm: vm, rangeErr: rt.Get("RangeError"), typeErr: rt.Get("TypeError"), ops: map[string]goja.Callable{}}
+	reflect := rt.Get("Reflect").ToObject(rt)
+	g.reflectGet, _ = goja.AssertFunction(reflect.Get("get"))
+	g.reflectSet, _ = goja.AssertFunction(reflect.Get("set"))
 	// The plain operators, compiled here (not rewritten): they get only
 	// primitives, whose conversions have no effects to reorder.
 	for name, op := range map[string]string{
@@ -292,13 +297,15 @@ func (g *bigGuard) toPrimitive(v goja.Value, hint string) goja.Value {
 
 // bigRef is a compound assignment's target between %get and %put.
 type bigRef struct {
-	obj *goja.Object
-	key goja.Value
-	old goja.Value
+	base goja.Value   // the value left of the dot: the receiver
+	obj  *goja.Object // base as an object
+	key  goja.Value   // a string or a symbol
+	old  goja.Value
 }
 
 // get is %get(o, k): it reads o[k] for o[k] op= v, before v is
-// evaluated, as the standard orders it.
+// evaluated, as the standard orders it, with o itself as the receiver
+// (a getter on Number.prototype sees the number).
 func (g *bigGuard) get(c goja.FunctionCall) goja.Value {
 	rt := g.vm.Runtime
 	base, key := c.Argument(0), c.Argument(1)
@@ -308,17 +315,13 @@ func (g *bigGuard) get(c goja.FunctionCall) goja.Value {
 	if _, isSym := key.(*goja.Symbol); !isSym {
 		key = rt.ToValue(g.toPrimitive(key, "string").String())
 	}
-	o := base.ToObject(rt)
-	ref := &bigRef{obj: o, key: key}
-	if sym, isSym := key.(*goja.Symbol); isSym {
-		ref.old = o.GetSymbol(sym)
-	} else {
-		ref.old = o.Get(key.String())
-	}
+	ref := &bigRef{base: base, obj: base.ToObject(rt), key: key}
+	ref.old = g.reflect(g.reflectGet, ref.obj, key, base)
 	return rt.ToValue(ref)
 }
 
-// put is %put(ref, v, op): it computes ref's old value op v and writes it.
+// put is %put(ref, v, op, strict): it computes ref's old value op v and
+// writes it; strict code throws when the write fails.
 func (g *bigGuard) put(c goja.FunctionCall) goja.Value {
 	ref, ok := c.Argument(0).Export().(*bigRef)
 	if !ok {
@@ -334,12 +337,14 @@ func (g *bigGuard) put(c goja.FunctionCall) goja.Value {
 		g.throw(g.typeErr, "%s is handoff's and is not for app code", bigPut)
 	}
 	v := g.arith(name, ref.old, c.Argument(1))
-	var err error
-	if sym, isSym := ref.key.(*goja.Symbol); isSym {
-		err = ref.obj.SetSymbol(sym, v)
-	} else {
-		err = ref.obj.Set(ref.key.String(), v)
+	if !g.reflect(g.reflectSet, ref.obj, ref.key, v, ref.base).ToBoolean() && c.Argument(3).ToBoolean() {
+		g.throw(g.typeErr, "Cannot assign to read only property '%s' of %s", ref.key, ref.base)
 	}
+	return v
+}
+
+func (g *bigGuard) reflect(fn goja.Callable, args ...goja.Value) goja.Value {
+	v, err := fn(goja.Undefined(), args...)
 	if err != nil {
 		panic(err)
 	}

@@ -78,6 +78,7 @@ var identType = reflect.TypeOf(ast.Identifier{})
 // rewrite is set, replacing the operators above.
 type bigRewriter struct {
 	rewrite bool
+	strict  bool
 	changed bool
 	uses    bool
 	err     error
@@ -94,8 +95,11 @@ func usesBigInt(prog *ast.Program) bool {
 // rewriteBigInt replaces prog's unbounded BigInt operators with checked
 // calls, and reports whether there were any. It fails only for a compound
 // assignment it cannot rewrite without changing what the code does.
-func rewriteBigInt(prog *ast.Program) (changed bool, err error) {
-	w := &bigRewriter{rewrite: true, seen: map[uintptr]bool{}}
+//
+// strict says whether the code is strict, which decides whether a
+// compound assignment that cannot write throws.
+func rewriteBigInt(prog *ast.Program, strict bool) (changed bool, err error) {
+	w := &bigRewriter{rewrite: true, strict: strict, seen: map[uintptr]bool{}}
 	w.walk(reflect.ValueOf(prog))
 	return w.changed, w.err
 }
@@ -211,7 +215,7 @@ func (w *bigRewriter) replace(e ast.Expression) ast.Expression {
 				return selfAssign(t, name, end, n.Right)
 			}
 			key := &ast.StringLiteral{Idx: t.Identifier.Idx, Literal: "'" + string(t.Identifier.Name) + "'", Value: t.Identifier.Name}
-			return callOf(bigPut, end, callOf(bigGet, end, t.Left, key), n.Right, opLiteral(name, end))
+			return callOf(bigPut, end, callOf(bigGet, end, t.Left, key), n.Right, opLiteral(name, end), w.strictLiteral(end))
 		case *ast.BracketExpression:
 			if _, isSuper := t.Left.(*ast.SuperExpression); isSuper {
 				if isLiteral(t.Member) {
@@ -219,7 +223,7 @@ func (w *bigRewriter) replace(e ast.Expression) ast.Expression {
 				}
 				break
 			}
-			return callOf(bigPut, end, callOf(bigGet, end, t.Left, t.Member), n.Right, opLiteral(name, end))
+			return callOf(bigPut, end, callOf(bigGet, end, t.Left, t.Member), n.Right, opLiteral(name, end), w.strictLiteral(end))
 		case *ast.PrivateDotExpression:
 			switch t.Left.(type) {
 			case *ast.ThisExpression, *ast.Identifier:
@@ -246,6 +250,32 @@ func callOf(name string, at file.Idx, args ...ast.Expression) *ast.CallExpressio
 		ArgumentList:     args,
 		RightParenthesis: at,
 	}
+}
+
+func (w *bigRewriter) strictLiteral(at file.Idx) *ast.BooleanLiteral {
+	if w.strict {
+		return &ast.BooleanLiteral{Idx: at, Literal: "true", Value: true}
+	}
+	return &ast.BooleanLiteral{Idx: at, Literal: "false", Value: false}
+}
+
+// hasUseStrict reports whether a script starts with the "use strict"
+// directive.
+func hasUseStrict(prog *ast.Program) bool {
+	for _, st := range prog.Body {
+		es, ok := st.(*ast.ExpressionStatement)
+		if !ok {
+			return false
+		}
+		lit, ok := es.Expression.(*ast.StringLiteral)
+		if !ok {
+			return false
+		}
+		if lit.Literal == `"use strict"` || lit.Literal == `'use strict'` {
+			return true
+		}
+	}
+	return false
 }
 
 func opLiteral(name string, at file.Idx) *ast.NumberLiteral {

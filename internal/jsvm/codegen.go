@@ -51,7 +51,9 @@ func installCodegen(vm *VM) error {
 	// (a function constructor's assembled source), for the message n is
 	// the length the caller sent. It returns the parsed tree when the
 	// runtime has BigInt, whose operators must be compiled checked.
-	check := func(what, src string, n int) *ast.Program {
+	// strict is for the function constructors, whose directive is in the
+	// body: an eval's is read from the script.
+	check := func(what, src string, n int, strict bool) *ast.Program {
 		if n > MaxCodeString {
 			vm.throw(rangeError, fmt.Sprintf("%s was given %d bytes of code; app code compiles at most %d bytes from one string at run time (split the code, or write it in the module)", what, n, MaxCodeString))
 		}
@@ -68,7 +70,7 @@ func installCodegen(vm *VM) error {
 			}
 			return nil
 		}
-		changed, err := rewriteBigInt(prog)
+		changed, err := rewriteBigInt(prog, strict || hasUseStrict(prog))
 		if err != nil {
 			vm.throw(syntaxError, fmt.Sprintf("%s: %v", what, err))
 		}
@@ -104,7 +106,7 @@ func installCodegen(vm *VM) error {
 			return x // eval of a non-string answers it unchanged
 		}
 		s := x.String()
-		if prog := check("eval", s, len(s)); prog != nil {
+		if prog := check("eval", s, len(s), false); prog != nil {
 			return run(prog)
 		}
 		v, err := evalFn(goja.Undefined(), x)
@@ -135,7 +137,7 @@ func installCodegen(vm *VM) error {
 				strs[i] = a.String()
 				n += len(strs[i])
 				if n > MaxCodeString {
-					check(what, "", n)
+					check(what, "", n, false)
 				}
 				args[i] = rt.ToValue(strs[i])
 			}
@@ -143,7 +145,7 @@ func installCodegen(vm *VM) error {
 			if len(strs) > 0 {
 				body, params = strs[len(strs)-1], strings.Join(strs[:len(strs)-1], ",")
 			}
-			if prog := check(what, "("+kind+" anonymous("+params+"\n) {\n"+body+"\n})", n); prog != nil {
+			if prog := check(what, "("+kind+" anonymous("+params+"\n) {\n"+body+"\n})", n, startsStrict(body)); prog != nil {
 				return run(prog).(*goja.Object)
 			}
 			obj, err := ctor(nil, args...)
@@ -238,4 +240,11 @@ func hasBigInt(v reflect.Value, seen map[uintptr]bool) bool {
 		}
 	}
 	return false
+}
+
+// startsStrict reports whether a function body begins with the "use
+// strict" directive.
+func startsStrict(body string) bool {
+	b := strings.TrimLeft(body, " \t\r\n;")
+	return strings.HasPrefix(b, `"use strict"`) || strings.HasPrefix(b, `'use strict'`)
 }

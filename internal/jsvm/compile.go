@@ -166,7 +166,7 @@ func compileGoja(filename, code string) (prog *goja.Program, bigint bool, err er
 	}
 	if mayUseBigInt(code) && usesBigInt(tree) {
 		bigint = true
-		if _, err := rewriteBigInt(tree); err != nil {
+		if _, err := rewriteBigInt(tree, true); err != nil {
 			return nil, false, &CompileError{File: filename, Message: err.Error()}
 		}
 	}

@@ -104,7 +104,7 @@ func CompileScriptForTest(name, src string, strict bool) (*goja.Program, error) 
 		return nil, err
 	}
 	if mayUseBigInt(src) && usesBigInt(tree) {
-		if _, err := rewriteBigInt(tree); err != nil {
+		if _, err := rewriteBigInt(tree, strict); err != nil {
 			return nil, err
 		}
 	}

@@ -57,5 +57,9 @@ export function more() {
     g("const k = 1; k"), g("const k = 2; k"), (g("var v = 1"), Object.getOwnPropertyDescriptor(globalThis, "v").configurable),
     d(globalThis, "BigInt"), d(BigInt, "asIntN"), d(BigInt.asUintN, "length"), d(BigInt.prototype, "constructor"),
     log.join(),
+    (() => { let r; Object.defineProperty(Number.prototype, "v", { get() { return 1 }, set(x) { r = typeof this }, configurable: true }); const n = 5, k = 3; n.v *= k; delete Number.prototype.v; return r })(),
+    (() => { Number.prototype.w = 2; const n = 1, k = 3; try { n.w *= k; return "no error" } catch (e) { return e.name } finally { delete Number.prototype.w } })(),
+    g("var fo = Object.freeze({ v: 2n }); var kk = 3n; fo.v *= kk; fo.v"),
+    new Function("'use strict'; const o = Object.freeze({ v: 2n }); const k = 3n; try { o.v *= k; return 'no error' } catch (e) { return e.name }")(),
   ].map(String);
 }
