@@ -83,6 +83,7 @@ func installCodegen(vm *VM) error {
 	// scope, which is what an indirect eval does; it answers the script's
 	// completion value.
 	run := func(prog *ast.Program) goja.Value {
+		evalScope(prog)
 		p, err := goja.CompileAST(prog, false)
 		if err != nil {
 			var se *goja.CompilerSyntaxError
@@ -247,4 +248,32 @@ func hasBigInt(v reflect.Value, seen map[uintptr]bool) bool {
 func startsStrict(body string) bool {
 	b := strings.TrimLeft(body, " \t\r\n;")
 	return strings.HasPrefix(b, `"use strict"`) || strings.HasPrefix(b, `'use strict'`)
+}
+
+// evalScope gives a script run as an eval what an eval's own scope gives
+// it: its top-level let, const and class live in a block, so a second
+// eval may declare them again, while its vars still reach the global
+// scope. A script with top-level functions is left as it is, since they
+// may refer to those declarations.
+func evalScope(prog *ast.Program) {
+	lexical := false
+	start := 0 // after the directive prologue, which must stay first
+	for i, st := range prog.Body {
+		switch s := st.(type) {
+		case *ast.FunctionDeclaration:
+			return
+		case *ast.LexicalDeclaration, *ast.ClassDeclaration:
+			lexical = true
+		case *ast.ExpressionStatement:
+			if _, ok := s.Expression.(*ast.StringLiteral); ok && start == i {
+				start = i + 1
+			}
+		}
+	}
+	if !lexical || start == len(prog.Body) {
+		return
+	}
+	rest := prog.Body[start:]
+	block := &ast.BlockStatement{LeftBrace: rest[0].Idx0(), List: rest, RightBrace: rest[len(rest)-1].Idx1()}
+	prog.Body = append(prog.Body[:start:start], block)
 }

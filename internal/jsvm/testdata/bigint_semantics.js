@@ -61,5 +61,7 @@ export function more() {
     (() => { Number.prototype.w = 2; const n = 1, k = 3; try { n.w *= k; return "no error" } catch (e) { return e.name } finally { delete Number.prototype.w } })(),
     g("var fo = Object.freeze({ v: 2n }); var kk = 3n; fo.v *= kk; fo.v"),
     new Function("'use strict'; const o = Object.freeze({ v: 2n }); const k = 3n; try { o.v *= k; return 'no error' } catch (e) { return e.name }")(),
+    g("const kk2 = 2 * Number(globalThis.k1 || 1); kk2"), g("const kk2 = 3 * 2; kk2 < 7"), g("'use strict'; var vs = 2 * 3; vs"), typeof globalThis.vs,
+    g("let q2 = 3; let r2 = q2 * q2; r2"), g("let q2 = 4; q2 * q2"),
   ].map(String);
 }
