@@ -82,6 +82,16 @@ func installAllocGuards(vm *VM) error {
 		switch name {
 		case "join":
 			size = g.joinSize
+		case "sort", "toSorted":
+			// The comparator is checked before this's length is read.
+			size = func(c goja.FunctionCall) float64 {
+				if cmp := c.Argument(0); !goja.IsUndefined(cmp) {
+					if _, ok := goja.AssertFunction(cmp); !ok {
+						panic(rt.NewTypeError("The comparison function must be either a function or undefined"))
+					}
+				}
+				return g.length(c.This) * slotBytes
+			}
 		case "concat":
 			// Not pinned: concat puts an object that it does not spread
 			// in its result, which must be the object, not a Proxy.
@@ -253,6 +263,13 @@ func (g *allocGuard) wrapConstructor(name string, unit float64) error {
 	if err := proxiedInstanceOf(rt, target); err != nil {
 		return err
 	}
+	// An instance's constructor is the global that made it, as without
+	// the guard: new Float64Array(1).constructor === Float64Array.
+	if proto, ok := target.Get("prototype").(*goja.Object); ok {
+		if err := proto.DefineDataProperty("constructor", rt.ToValue(proxy), goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
+			return err
+		}
+	}
 	return rt.Set(name, proxy)
 }
 
@@ -262,7 +279,11 @@ func (g *allocGuard) wrapConstructor(name string, unit float64) error {
 func proxiedInstanceOf(rt *goja.Runtime, target *goja.Object) error {
 	hasInstance := rt.ToValue(func(c goja.FunctionCall) goja.Value {
 		return rt.ToValue(ordinaryHasInstance(rt, c.This, c.Argument(0)))
-	})
+	}).(*goja.Object)
+	// Named as the standard's own, not after the Go function.
+	if err := hasInstance.DefineDataProperty("name", rt.ToValue("[Symbol.hasInstance]"), goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
+		return err
+	}
 	return target.DefineDataPropertySymbol(goja.SymHasInstance, hasInstance, goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE)
 }
 

@@ -156,7 +156,8 @@ func installCodegen(vm *VM) error {
 			return obj
 		}).(*goja.Object)
 		copyIdentity(orig, fn)
-		return fn, fn.Set("prototype", orig.Get("prototype"))
+		// As the original's: not writable, not configurable.
+		return fn, fn.DefineDataProperty("prototype", orig.Get("prototype"), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE)
 	}
 	function := rt.Get("Function").ToObject(rt)
 	guardedFunction, err := guard(function, "function", "new Function")

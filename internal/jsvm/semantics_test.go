@@ -29,6 +29,10 @@ export function f() {
     t(() => Array.from({length: 2})),
     t(() => Object.keys(new Proxy({a: 1}, {}))),
     t(() => { let gets = 0; const o = { get toString() { gets++; return () => "x" } }; return [gets + 0, "".concat(o, 1, null, undefined), gets] }),
+    t(() => [new Float64Array(1).constructor === Float64Array, Uint8Array.prototype.constructor === Uint8Array, new ArrayBuffer(1).constructor === ArrayBuffer,
+      Object.getOwnPropertyDescriptor(Int8Array.prototype, "constructor").enumerable, Uint8Array.from([1]).constructor === Uint8Array, new Int32Array(2).slice().constructor === Int32Array]),
+    t(() => { const o = { get length() { throw new RangeError("length read") } }; try { [].sort.call(o, null) } catch (e) { return e.name } }),
+    t(() => { const d = Object.getOwnPropertyDescriptor(Function, "prototype"); return [d.writable, d.configurable, String(Float64Array[Symbol.hasInstance]).includes("[Symbol.hasInstance]")] }),
   ];
 }
 `
@@ -37,7 +41,7 @@ export function f() {
 // its answer. The want is what Node 20 prints for the same module.
 func TestGuardsKeepTheLanguagesAnswers(t *testing.T) {
 	p := newTestPool(t, "backend.js", semanticsModule, Options{})
-	const node = `["2","[1,3]","throws TypeError","throws TypeError","[true]","true","true","1","1","2","0","false","2","true","\"1,2,3\"","\"a-\"","[null,null]","[\"a\"]","[0,\"x1nullundefined\",1]"]`
+	const node = `["2","[1,3]","throws TypeError","throws TypeError","[true]","true","true","1","1","2","0","false","2","true","\"1,2,3\"","\"a-\"","[null,null]","[\"a\"]","[0,\"x1nullundefined\",1]","[true,true,true,false,true,true]","\"TypeError\"","[false,false,true]"]`
 	if got := mustJSON(t, p, "f"); got != node {
 		t.Fatalf("got  %s\nNode %s", got, node)
 	}
