@@ -37,6 +37,10 @@ type jsonBuiltins struct {
 	isArray     goja.Callable
 	objectKeys  goja.Callable
 	reflectGet  goja.Callable
+	// Reflect.defineProperty and deleteProperty answer false where the
+	// standard ignores a failure, and let a Proxy trap's throw through.
+	reflectDefine goja.Callable
+	reflectDelete goja.Callable
 }
 
 func installJSON(vm *VM) error {
@@ -53,8 +57,14 @@ func installJSON(vm *VM) error {
 	if !ok {
 		return fmt.Errorf("jsvm: this goja has no Reflect.get")
 	}
+	reflect := rt.Get("Reflect").ToObject(rt)
+	reflectDefine, _ := goja.AssertFunction(reflect.Get("defineProperty"))
+	reflectDelete, _ := goja.AssertFunction(reflect.Get("deleteProperty"))
+	if reflectDefine == nil || reflectDelete == nil {
+		return fmt.Errorf("jsvm: this goja has no Reflect.defineProperty or deleteProperty")
+	}
 	vm.builtins = jsonBuiltins{rangeError: rt.Get("RangeError"), syntaxError: rt.Get("SyntaxError"),
-		isArray: isArray, objectKeys: objectKeys, reflectGet: reflectGet}
+		isArray: isArray, objectKeys: objectKeys, reflectGet: reflectGet, reflectDefine: reflectDefine, reflectDelete: reflectDelete}
 
 	json := rt.Get("JSON").ToObject(rt)
 	parse := rt.ToValue(vm.jsParse).(*goja.Object)
@@ -116,7 +126,9 @@ func (vm *VM) jsParse(c goja.FunctionCall) goja.Value {
 		return v
 	}
 	root := vm.NewObject()
-	if err := root.Set("", v); err != nil {
+	// CreateDataProperty, not [[Set]]: a setter for "" on
+	// Object.prototype must not run.
+	if err := root.DefineDataProperty("", v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
 		panic(err)
 	}
 	w := walker{vm: vm}
@@ -170,11 +182,28 @@ func (w *walker) revive(reviver goja.Callable, holder *goja.Object, name string,
 func (w *walker) reviveMember(reviver goja.Callable, obj *goja.Object, key string, depth int) {
 	v := w.revive(reviver, obj, key, depth+1)
 	// The spec ignores a property that cannot be deleted or redefined
-	// (the reviver may have frozen it), so the errors are dropped.
+	// (the reviver may have frozen it): a false answer is dropped, and a
+	// Proxy trap's exception goes on up.
+	var err error
 	if goja.IsUndefined(v) {
-		_ = obj.Delete(key)
+		_, err = w.vm.builtins.reflectDelete(goja.Undefined(), obj, w.vm.ToValue(key))
 	} else {
-		_ = obj.DefineDataProperty(key, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
+		desc := w.vm.NewObject()
+		for _, kv := range [...]struct {
+			k string
+			v goja.Value
+		}{{"value", v}, {"writable", goja.Undefined()}, {"enumerable", goja.Undefined()}, {"configurable", goja.Undefined()}} {
+			if kv.k != "value" {
+				kv.v = w.vm.ToValue(true)
+			}
+			if err := desc.Set(kv.k, kv.v); err != nil {
+				panic(err)
+			}
+		}
+		_, err = w.vm.builtins.reflectDefine(goja.Undefined(), obj, w.vm.ToValue(key), desc)
+	}
+	if err != nil {
+		panic(err)
 	}
 }
 
@@ -221,7 +250,7 @@ func (vm *VM) jsStringify(c goja.FunctionCall) goja.Value {
 	}
 	s.gap = gapOf(c.Argument(2))
 	root := vm.NewObject()
-	if err := root.Set("", c.Argument(0)); err != nil {
+	if err := root.DefineDataProperty("", c.Argument(0), goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
 		panic(err)
 	}
 	if !s.property(root, "", 0) {

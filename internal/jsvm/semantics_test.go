@@ -6,7 +6,8 @@ import "testing"
 // a guard once changed the answer: an array-like behind a pinning Proxy
 // (holes visited, callbacks seeing the Proxy), RegExp(re) making a copy,
 // JSON.parse calling a setter, padStart and repeat converting their
-// argument twice, concat converting its operands twice.
+// argument twice, concat converting its operands twice, a typed array's
+// constructor, JSON's wrapper and a reviver's definitions on a Proxy.
 const semanticsModule = `const t = (f) => { try { return JSON.stringify(f()) } catch (e) { return "throws " + (e && e.name) } };
 export function f() {
   return [
@@ -33,6 +34,9 @@ export function f() {
       Object.getOwnPropertyDescriptor(Int8Array.prototype, "constructor").enumerable, Uint8Array.from([1]).constructor === Uint8Array, new Int32Array(2).slice().constructor === Int32Array]),
     t(() => { const o = { get length() { throw new RangeError("length read") } }; try { [].sort.call(o, null) } catch (e) { return e.name } }),
     t(() => { const d = Object.getOwnPropertyDescriptor(Function, "prototype"); return [d.writable, d.configurable, String(Float64Array[Symbol.hasInstance]).includes("[Symbol.hasInstance]")] }),
+    t(() => { let sets = 0; Object.defineProperty(Object.prototype, "", { set() { sets++ }, configurable: true }); try { JSON.parse("1", (k, v) => v); JSON.stringify(1, (k, v) => v); return sets } finally { delete Object.prototype[""] } }),
+    t(() => { try { JSON.parse('[0,0]', function (k, v) { if (k === "0") this[1] = new Proxy({ a: null }, { defineProperty() { throw new EvalError("trap") } }); return v }) } catch (e) { return e.name } }),
+    t(() => JSON.parse('{"a":1,"b":2}', function (k, v) { if (k === "a") Object.freeze(this); return k === "b" ? undefined : v })),
   ];
 }
 `
@@ -41,7 +45,7 @@ export function f() {
 // its answer. The want is what Node 20 prints for the same module.
 func TestGuardsKeepTheLanguagesAnswers(t *testing.T) {
 	p := newTestPool(t, "backend.js", semanticsModule, Options{})
-	const node = `["2","[1,3]","throws TypeError","throws TypeError","[true]","true","true","1","1","2","0","false","2","true","\"1,2,3\"","\"a-\"","[null,null]","[\"a\"]","[0,\"x1nullundefined\",1]","[true,true,true,false,true,true]","\"TypeError\"","[false,false,true]"]`
+	const node = `["2","[1,3]","throws TypeError","throws TypeError","[true]","true","true","1","1","2","0","false","2","true","\"1,2,3\"","\"a-\"","[null,null]","[\"a\"]","[0,\"x1nullundefined\",1]","[true,true,true,false,true,true]","\"TypeError\"","[false,false,true]","0","\"EvalError\"","{\"a\":1,\"b\":2}"]`
 	if got := mustJSON(t, p, "f"); got != node {
 		t.Fatalf("got  %s\nNode %s", got, node)
 	}
