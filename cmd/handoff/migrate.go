@@ -22,7 +22,7 @@ import (
 
 // sqliteSchemaVersion is the embedded store's schema version (its
 // PRAGMA user_version) that migrate knows how to read.
-const sqliteSchemaVersion = 7
+const sqliteSchemaVersion = 8
 
 // migrateTable is one table copied from the embedded store to PostgreSQL:
 // the SQLite columns read, in order, and the PostgreSQL columns written.
