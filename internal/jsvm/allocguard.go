@@ -1,9 +1,8 @@
 package jsvm
 
 import (
-	"slices"
-
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -448,8 +447,10 @@ func (g *allocGuard) elements(v goja.Value) float64 {
 		return g.strLen(v)
 	}
 	// Not pinned: the builtins sized by it list own keys, and never read
-	// the length themselves.
-	if obj, ok := v.(*goja.Object); ok {
+	// the length themselves. A Proxy is not asked: its traps would see a
+	// read the builtin does not make, and the keys its ownKeys trap lists
+	// are already an array it made.
+	if obj, ok := v.(*goja.Object); ok && obj.ExportType() != proxyType {
 		return lengthOf(obj)
 	}
 	return 0
