@@ -118,7 +118,7 @@ type heapWatch struct {
 	confirming atomic.Bool // a forced GC is under way
 	prevHeap   uint64      // the last sample (mu)
 	prevLarge  uint64      // large objects allocated by then (mu)
-	prevCounts []uint64    // the allocations-by-size histogram then (watchdog's goroutine)
+	prevCounts []uint64    // the allocations-by-size histogram then (mu)
 	gonePayers int         // retired runtimes that allocated since the last tick (mu)
 
 	// What check works with, kept from tick to tick (mu): the watchdog
@@ -292,7 +292,10 @@ func readHeap(s []metrics.Sample) uint64 {
 // was running.
 func (w *heapWatch) check(s []metrics.Sample) bool {
 	heap := readHeap(s)
-	return w.observe(sample{heap, sampled(s[2]), sampled(s[3]), largeObjects(s[4]), w.smallBytes(s[4])}, uint64(max(heapCeiling.Load(), 0)))
+	w.mu.Lock()
+	small := w.smallBytes(s[4])
+	w.mu.Unlock()
+	return w.observe(sample{heap, sampled(s[2]), sampled(s[3]), largeObjects(s[4]), small}, uint64(max(heapCeiling.Load(), 0)))
 }
 
 // sample is what the watchdog reads at a tick.
@@ -306,7 +309,7 @@ type sample struct {
 
 // smallBytes bounds the bytes allocated in objects of a size class since
 // the last tick, from the histogram of allocations by size (each counted
-// at its bucket's upper bound). Only the watchdog's goroutine calls it.
+// at its bucket's upper bound). w.mu is held.
 func (w *heapWatch) smallBytes(x metrics.Sample) uint64 {
 	if x.Value.Kind() != metrics.KindFloat64Histogram {
 		return 0
