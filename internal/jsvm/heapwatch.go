@@ -141,12 +141,13 @@ type watchState struct {
 	sig  *signals
 	gen  uint64 // call generation the base belongs to; 0: not measuring
 	base uint64 // lowest heap size seen during the call
-	// seen is what was live when the call was first seen, as far as the
-	// last collection knew, lowered by collections since: what a
-	// collection's judgement counts from. base may be the tick before, to
-	// charge a call's first big piece, but what others allocated in that
-	// gap is not the call's to answer for, and garbage lying about when
-	// it began must not hide what it holds.
+	// seen is the heap when the call was first seen, lowered by
+	// collections since: what a collection's judgement counts from. base
+	// may be the tick before, to charge a call's first big piece, but
+	// what others allocated in that gap is not the call's to answer for.
+	// (What the last collection found live would count others' growth
+	// since then: a call beside a neighbour that just filled 300 MiB was
+	// stopped for it.)
 	seen       uint64
 	charged    uint64 // this call's share of the growth seen while it ran
 	allocs     uint64 // the VM's bigAllocs at the last tick
@@ -336,7 +337,7 @@ func (w *heapWatch) observe(x sample, ceiling uint64) (busy bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	heap := x.heap
-	growth, payers, veterans, stopping := w.gather(heap, x.live)
+	growth, payers, veterans, stopping := w.gather(heap)
 	// The heap grew in big pieces: a few objects of megabytes each, not a
 	// script's garbage of many small ones.
 	// The growth must be more than small objects made in the tick can
@@ -376,7 +377,7 @@ func (w *heapWatch) observe(x sample, ceiling uint64) (busy bool) {
 // since then (payers) and how many calls were running then too
 // (veterans), and whether a call that was stopped still runs: it is then
 // inside one native step.
-func (w *heapWatch) gather(heap, live uint64) (growth uint64, payers, veterans int, stopping bool) {
+func (w *heapWatch) gather(heap uint64) (growth uint64, payers, veterans int, stopping bool) {
 	if heap > w.prevHeap && w.prevHeap > 0 {
 		growth = heap - w.prevHeap
 	}
@@ -437,9 +438,6 @@ func (w *heapWatch) gather(heap, live uint64) (growth uint64, payers, veterans i
 		fresh := st.gen != g
 		if fresh {
 			*st = watchState{sig: sig, gen: g, base: start, seen: heap, allocs: st.allocs, allocTicks: st.allocTicks}
-			if live > 0 {
-				st.seen = min(heap, live)
-			}
 		} else {
 			veterans++
 		}
