@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ var packages = []struct{ name, spec string }{
 	{"date-fns", "date-fns@4"},
 	{"uuid", "uuid@11"},
 	{"yaml", "yaml@2"},
+	{"yaml-big", "yaml@2"},
 	{"marked", "marked@15"},
 	{"validator", "validator@13"},
 	{"dayjs", "dayjs@1"},
@@ -221,6 +223,50 @@ func handoffAnswer(t *testing.T, dir, name, want string) answer {
 		doc.Error = "onChange did not finish: the document is " + r.Console[0]
 	}
 	return doc.answer
+}
+
+// TestPackagesBesideABusyHeap: the heavy checks pass 10 of 10 while the
+// process holds 300 MiB live for others and a neighbour keeps making
+// garbage: a call's memory limit counts what the call holds, and the same
+// call used to be stopped at 64 MiB 2 times in 10 beside such a heap.
+func TestPackagesBesideABusyHeap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test installs packages with npm")
+	}
+	dir := install(t)
+	want := nodeAnswers(t, dir)
+	var live [][]byte
+	for range 300 {
+		live = append(live, make([]byte, 1<<20))
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // a neighbour making garbage in small pieces
+		defer close(done)
+		var junk [][]byte
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			junk = append(junk, make([]byte, 4<<10))
+			if len(junk) == 16<<8 {
+				junk = nil
+			}
+			if len(junk)%64 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done; runtime.KeepAlive(live) }()
+	for _, name := range []string{"yaml-big", "zod"} {
+		for i := range 10 {
+			if got := handoffAnswer(t, dir, name, want[name].Result); got.Error != "" || got.Result != want[name].Result {
+				t.Fatalf("%s, run %d of 10 beside 300 MiB: %s", name, i+1, got)
+			}
+		}
+	}
 }
 
 // firstDiff says where two answers part, for a long JSON string.
