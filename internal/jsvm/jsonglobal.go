@@ -366,10 +366,16 @@ func (s *stringifier) serialize(holder *goja.Object, key string, keyVal, v goja.
 	}
 	var err error
 	if o, ok := v.(*goja.Object); ok || goja.IsBigInt(v) {
-		if !ok {
-			o = v.ToObject(vm.Runtime)
+		var method goja.Value
+		if ok {
+			method = o.Get("toJSON")
+		} else {
+			// GetV: a getter on BigInt.prototype sees the primitive.
+			if method, err = vm.builtins.reflectGet(goja.Undefined(), v.ToObject(vm.Runtime), vm.ToValue("toJSON"), v); err != nil {
+				panic(err)
+			}
 		}
-		if toJSON, ok := goja.AssertFunction(o.Get("toJSON")); ok {
+		if toJSON, ok := goja.AssertFunction(method); ok {
 			if v, err = toJSON(v, s.keyValue(key, keyVal)); err != nil {
 				panic(err)
 			}

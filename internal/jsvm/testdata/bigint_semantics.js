@@ -63,5 +63,6 @@ export function more() {
     new Function("'use strict'; const o = Object.freeze({ v: 2n }); const k = 3n; try { o.v *= k; return 'no error' } catch (e) { return e.name }")(),
     g("const kk2 = 2 * Number(globalThis.k1 || 1); kk2"), g("const kk2 = 3 * 2; kk2 < 7"), g("'use strict'; var vs = 2 * 3; vs"), typeof globalThis.vs,
     g("let q2 = 3; let r2 = q2 * q2; r2"), g("let q2 = 4; q2 * q2"),
+    (() => { Object.defineProperty(BigInt.prototype, "toJSON", { get() { "use strict"; return () => typeof this }, configurable: true }); try { return JSON.stringify([1n]) } finally { delete BigInt.prototype.toJSON } })(),
   ].map(String);
 }
