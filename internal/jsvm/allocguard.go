@@ -451,9 +451,21 @@ func (g *allocGuard) elements(v goja.Value) float64 {
 	// read the builtin does not make, and the keys its ownKeys trap lists
 	// are already an array it made.
 	if obj, ok := v.(*goja.Object); ok && obj.ExportType() != proxyType {
-		return lengthOf(obj)
+		return sizingLength(obj)
 	}
 	return 0
+}
+
+// sizingLength is obj's length for an estimate of the builtin's work, 0
+// when reading it throws: the builtin (Object.keys of a typed array's
+// prototype, say) never reads it, and must not fail for the guard.
+func sizingLength(obj *goja.Object) (n float64) {
+	defer func() {
+		if recover() != nil {
+			n = 0
+		}
+	}()
+	return lengthOf(obj)
 }
 
 // replaced bounds the length of a string replace's result when the pattern
