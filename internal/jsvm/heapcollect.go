@@ -112,3 +112,21 @@ func overCeiling(vm *VM, size float64) bool {
 	collectWhenDue(vm)
 	return float64(readHeap(s))+size > float64(ceiling)
 }
+
+var collectingAfterBig atomic.Bool
+
+// collectAfterBigCall collects, at the next turn, what a call that grew the
+// heap by more than half its limit left behind when it ended. Left lying
+// about, that garbage would be counted in the heap the next calls start
+// from, and a collection during one of them would hide as much of its
+// own memory: a call past its limit could pass for a while after a big
+// one. One such collection waits at a time.
+func collectAfterBigCall() {
+	if !collectingAfterBig.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer collectingAfterBig.Store(false)
+		collectWhenDue(nil)
+	}()
+}

@@ -130,6 +130,9 @@ type heapWatch struct {
 	runs  []running
 	found []suspect
 	calls []call // the suspects' calls, each suspect's a range of them
+	// bigEnded: a call that grew the heap by more than half its limit
+	// ended since the last tick (mu).
+	bigEnded bool
 	// Suspects waiting for a collection became suspects when this many
 	// had completed; suspecting tells whether any are waiting.
 	suspectCycle uint64
@@ -149,6 +152,7 @@ type watchState struct {
 	// since then: a call beside a neighbour that just filled 300 MiB was
 	// stopped for it.)
 	seen       uint64
+	limit      uint64 // the call's heap limit, kept for when it has ended
 	charged    uint64 // this call's share of the growth seen while it ran
 	allocs     uint64 // the VM's bigAllocs at the last tick
 	allocTicks int    // ticks it still counts as a payer
@@ -364,6 +368,10 @@ func (w *heapWatch) observe(x sample, ceiling uint64) (busy bool) {
 			}
 		}
 	}
+	if w.bigEnded {
+		w.bigEnded = false
+		collectAfterBigCall()
+	}
 	busy = len(w.runs) > 0
 	// Kept for the next tick, the lists must not keep the runtimes
 	// alive: a retired one holds what its last call allocated.
@@ -420,6 +428,9 @@ func (w *heapWatch) gather(heap uint64) (growth uint64, payers, veterans int, st
 		}
 		g := sig.active.Load()
 		if g == 0 {
+			if st.gen != 0 && st.limit > 0 && st.charged > st.limit/2 {
+				w.bigEnded = true // see collectAfterBigCall
+			}
 			st.gen = 0
 			continue
 		}
@@ -437,7 +448,7 @@ func (w *heapWatch) gather(heap uint64) (growth uint64, payers, veterans int, st
 		}
 		fresh := st.gen != g
 		if fresh {
-			*st = watchState{sig: sig, gen: g, base: start, seen: heap, allocs: st.allocs, allocTicks: st.allocTicks}
+			*st = watchState{sig: sig, gen: g, base: start, seen: heap, limit: uint64(max(vm.heapLimit(), 0)), allocs: st.allocs, allocTicks: st.allocTicks}
 		} else {
 			veterans++
 		}
