@@ -6,6 +6,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,5 +193,18 @@ func TestAppJSMemory(t *testing.T) {
 	must(t, u, at, "db", "put", "--app", app, "--db", "docs", `{"_id":"d2"}`)
 	must(t, u, adminToken, "app", "set", "--app", app, "--js-memory", "0")
 	fails(t, u, at, 4, "error: access_error: ", "db", "put", "--app", app, "--db", "docs", `{"_id":"d3"}`)
+
+	// The runtimes' series are on /metrics.
+	res, err := http.Get(u + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, name := range []string{"handoff_js_runtimes ", "handoff_js_cold_starts_total ", "handoff_js_runtimes_retired_idle_total "} {
+		if !strings.Contains(string(body), "\n"+name) {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
 	srv.stop(t)
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/handoff-run/handoff/errs"
@@ -205,9 +206,11 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	// their request context instead of waiting out the grace period.
 	streams, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
+	api := server.New(eng, server.Options{Logger: log, SiteDomain: o.siteDomain, Mover: mover})
+	registerRuntimeMetrics(api.Registry())
 	hs := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return streams },
-		Handler:           server.New(eng, server.Options{Logger: log, SiteDomain: o.siteDomain, Mover: mover}),
+		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -265,4 +268,24 @@ func siteURL(app string, addr net.Addr, domain string) string {
 		port = ":" + strconv.Itoa(ta.Port)
 	}
 	return "http://" + label + ".localhost" + port + "/"
+}
+
+// registerRuntimeMetrics adds the JavaScript runtimes' series: how many
+// are alive, how many calls had to make one, how many idle ones were
+// retired. An app nobody uses holds none.
+func registerRuntimeMetrics(reg prometheus.Registerer) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "handoff_js_runtimes",
+			Help: "JavaScript runtimes alive, in every app's pools.",
+		}, func() float64 { return float64(jsvm.Stats().Runtimes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "handoff_js_cold_starts_total",
+			Help: "Calls that found no idle runtime for their app's code and waited for one to be made.",
+		}, func() float64 { return float64(jsvm.Stats().ColdStarts) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "handoff_js_runtimes_retired_idle_total",
+			Help: "Runtimes retired after being idle for their pool's idle timeout.",
+		}, func() float64 { return float64(jsvm.Stats().Trimmed) }),
+	)
 }

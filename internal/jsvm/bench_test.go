@@ -263,7 +263,7 @@ func BenchmarkWatchdogTick(b *testing.B) {
 	w := &heapWatch{vms: map[weak.Pointer[VM]]*watchState{}}
 	var vms []*VM
 	for range 64 {
-		vm := <-p.idle
+		vm := borrow(b, p)
 		vms = append(vms, vm)
 		w.vms[weak.Make(vm)] = &watchState{sig: vm.signals}
 	}

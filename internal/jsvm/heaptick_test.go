@@ -225,7 +225,7 @@ func TestDoublersPastTheCeilingStopAtOnce(t *testing.T) {
 		w := &heapWatch{vms: map[weak.Pointer[VM]]*watchState{}}
 		var vms []*tickWatch
 		for range 2 {
-			vm := <-p.idle
+			vm := borrow(t, p)
 			t.Cleanup(func() { vm.active.Store(0); p.idle <- vm })
 			w.vms[weak.Make(vm)] = &watchState{sig: vm.signals}
 			vms = append(vms, &tickWatch{w: w, vm: vm})

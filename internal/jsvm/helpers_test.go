@@ -85,3 +85,14 @@ type jsonRawMessage = json.RawMessage
 func callWithin(p *Pool, export string, d time.Duration) error {
 	return p.Do(context.Background(), Call{Export: export, Deadline: d})
 }
+
+// borrow takes a runtime from p as a call would, making it if none is
+// idle (a pool makes one up front).
+func borrow(t testing.TB, p *Pool) *VM {
+	t.Helper()
+	vm, err := p.get(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vm
+}

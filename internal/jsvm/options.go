@@ -54,6 +54,11 @@ type Options struct {
 	// the server passes its Clock so virtual-time tests see virtual dates.
 	Now func() time.Time
 
+	// IdleTimeout is how long a runtime may sit unused before the pool
+	// retires it (idle.go); the next call makes one again. Default
+	// DefaultIdleTimeout; negative keeps runtimes until Close.
+	IdleTimeout time.Duration
+
 	// Rand backs Math.random. Default: goja's own source.
 	Rand func() float64
 
@@ -98,6 +103,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
 	}
 
 	return o

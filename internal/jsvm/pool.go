@@ -10,11 +10,13 @@ import (
 	"github.com/dop251/goja"
 )
 
-// Pool is a bounded set of runtimes for one Program. Runtimes are made
-// ahead of time so the first write after a deploy does not pay for a
-// module load, and a runtime that was stopped is replaced in the
-// background so the failing call, not the next one, pays for it. A gated
-// pool (handlers) makes one ahead and the others when its calls need them.
+// Pool is a bounded set of runtimes for one Program. One runtime is made
+// ahead of time, which shows the module loads and spares the first call a
+// module load; the others are made when calls need them, and every runtime
+// idle for IdleTimeout is retired (idle.go), so an app nobody uses costs
+// its compiled program, not its runtimes. A runtime that was stopped is
+// replaced in the background (ungated pools) so the failing call, not the
+// next one, pays for it.
 type Pool struct {
 	prog *Program
 	opts Options
@@ -37,15 +39,11 @@ func NewPool(prog *Program, opts Options) (*Pool, error) {
 	p := &Pool{prog: prog, opts: opts.withDefaults()}
 	p.idle = make(chan *VM, p.opts.Size)
 	p.spare = make(chan struct{}, p.opts.Size)
-	eager := p.opts.Size
-	if p.opts.Gate != nil {
-		// A gated pool serves code that may take its time (handlers), up
-		// to hundreds of runs at once: loading that many runtimes now
-		// would run the module's top level, the app's code, as many
-		// times outside the gate. One shows the module loads; the others
-		// are made when first borrowed, under a slot.
-		eager = 1
-	}
+	// One shows the module loads. More would hold memory for calls that
+	// may never come, and for a gated pool (handlers, up to hundreds of
+	// runs at once) would run the module's top level, the app's code,
+	// outside the gate: the others are made when first borrowed.
+	eager := 1
 	for i := range eager {
 		vm, err := newVM(prog, &p.opts)
 		if err != nil {
@@ -60,6 +58,7 @@ func NewPool(prog *Program, opts Options) (*Pool, error) {
 	for range p.opts.Size - eager {
 		p.spare <- struct{}{}
 	}
+	janitor.add(p)
 	return p, nil
 }
 
@@ -224,11 +223,13 @@ func (p *Pool) get(ctx context.Context, group string) (*VM, error) {
 		p.spare <- struct{}{}
 		return nil, err
 	}
+	coldStarts.Add(1)
 	return vm, nil
 }
 
 func (p *Pool) put(vm *VM) {
 	if !vm.broken && !p.closed.Load() {
+		vm.lastUsed = mono()
 		p.idle <- vm
 		return
 	}

@@ -21,6 +21,8 @@ type VM struct {
 
 	prog      *Program
 	opts      *Options
+	lastUsed  int64 // mono() when it was last given back to its pool
+	retired   bool
 	exports   *goja.Object             // module.exports after the module ran
 	fns       map[string]goja.Callable // exported functions, looked up once
 	jsonParse goja.Callable
@@ -127,6 +129,8 @@ func newVM(prog *Program, opts *Options) (*VM, error) {
 	if opts.HeapLimit > 0 {
 		watchdog.add(vm)
 	}
+	runtimesLive.Add(1)
+	vm.lastUsed = mono()
 	if err := vm.safeLoad(); err != nil {
 		vm.retire()
 		return nil, err
@@ -229,6 +233,10 @@ func (vm *VM) Context() context.Context {
 
 // retire unhooks a VM that will never run again.
 func (vm *VM) retire() {
+	if !vm.retired {
+		vm.retired = true
+		runtimesLive.Add(-1)
+	}
 	vm.broken = true
 	vm.timer.Stop()
 	watchdog.remove(vm)
