@@ -78,10 +78,13 @@ func (e *Engine) Apps(ctx context.Context, a Actor) ([]AppInfo, error) {
 		if a.App != "" && a.App != ref {
 			continue
 		}
-		st, err := e.app(ctx, ref)
+		// The app's members, not its state: loading that compiles the
+		// app's code, and a list of thousands of apps must not.
+		members, err := e.rolesOf(ctx, sa)
 		if err != nil {
 			return nil, err
 		}
+		st := &appState{App: sa, roles: members}
 		roles := append([]string(nil), st.roles[a.User]...)
 		if st.isOwner(a) {
 			roles = append([]string{"owner"}, roles...)
@@ -222,4 +225,24 @@ func (e *Engine) AdminApp(ctx context.Context, a Actor, appRef string) (store.Ap
 		return store.App{}, err
 	}
 	return app.App, nil
+}
+
+// rolesOf is the app's members' roles: from the app's loaded state when
+// it is loaded, else from the store, without loading the app.
+func (e *Engine) rolesOf(ctx context.Context, sa store.App) (map[string][]string, error) {
+	e.mu.RLock()
+	st := e.apps[sa.Owner+"/"+sa.Name]
+	e.mu.RUnlock()
+	if st != nil {
+		return st.roles, nil
+	}
+	members, err := e.st.Members(ctx, sa.ID)
+	if err != nil {
+		return nil, internal(err)
+	}
+	roles := map[string][]string{}
+	for _, m := range members {
+		roles[m.User] = append(roles[m.User], m.Role)
+	}
+	return roles, nil
 }
