@@ -201,7 +201,7 @@ func TestAppJSMemory(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	for _, name := range []string{"handoff_js_runtimes ", "handoff_js_cold_starts_total ", "handoff_js_runtimes_retired_idle_total "} {
+	for _, name := range []string{"handoff_apps_loaded ", "handoff_js_runtimes ", "handoff_js_cold_starts_total ", "handoff_js_runtimes_retired_idle_total "} {
 		if !strings.Contains(string(body), "\n"+name) {
 			t.Errorf("/metrics has no %s", name)
 		}

@@ -207,7 +207,7 @@ func (c *cli) serve(ctx context.Context, o serveOptions) error {
 	streams, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
 	api := server.New(eng, server.Options{Logger: log, SiteDomain: o.siteDomain, Mover: mover})
-	registerRuntimeMetrics(api.Registry())
+	registerRuntimeMetrics(api.Registry(), eng)
 	hs := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return streams },
 		Handler:           api,
@@ -273,8 +273,12 @@ func siteURL(app string, addr net.Addr, domain string) string {
 // registerRuntimeMetrics adds the JavaScript runtimes' series: how many
 // are alive, how many calls had to make one, how many idle ones were
 // retired. An app nobody uses holds none.
-func registerRuntimeMetrics(reg prometheus.Registerer) {
+func registerRuntimeMetrics(reg prometheus.Registerer, eng *engine.Engine) {
 	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "handoff_apps_loaded",
+			Help: "Apps whose state and code are in memory: those used since they last changed.",
+		}, func() float64 { return float64(eng.LoadedApps()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "handoff_js_runtimes",
 			Help: "JavaScript runtimes alive, in every app's pools.",

@@ -246,3 +246,11 @@ func (e *Engine) rolesOf(ctx context.Context, sa store.App) (map[string][]string
 	}
 	return roles, nil
 }
+
+// LoadedApps is how many apps have their state (and code) in memory: the
+// ones used since they last changed. A listing loads none.
+func (e *Engine) LoadedApps() int {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return len(e.apps)
+}

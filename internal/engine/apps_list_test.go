@@ -75,4 +75,13 @@ func TestListingAppsLoadsNoCode(t *testing.T) {
 	if n := after.Load(); n != 0 {
 		t.Fatalf("listing the apps compiled %d access.js files, want none", n)
 	}
+	if n := fresh.LoadedApps(); n != 0 {
+		t.Fatalf("LoadedApps after a listing = %d, want 0", n)
+	}
+	if _, err := fresh.Get(ctx, admin, "admin/a", "docs", "x"); err == nil {
+		t.Fatal("Get of a missing document found one")
+	}
+	if n := fresh.LoadedApps(); n != 1 {
+		t.Fatalf("LoadedApps after a read of one app = %d, want 1", n)
+	}
 }
