@@ -236,7 +236,12 @@ func (e *Engine) rolesOf(ctx context.Context, sa store.App) (map[string][]string
 	if st != nil {
 		return st.roles, nil
 	}
-	members, err := e.st.Members(ctx, sa.ID)
+	return e.storedRoles(ctx, sa.ID)
+}
+
+// storedRoles reads the app's members' roles from the store.
+func (e *Engine) storedRoles(ctx context.Context, appID int64) (map[string][]string, error) {
+	members, err := e.st.Members(ctx, appID)
 	if err != nil {
 		return nil, internal(err)
 	}

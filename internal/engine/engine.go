@@ -179,14 +179,11 @@ func (e *Engine) app(ctx context.Context, ref string) (*appState, error) {
 	if err != nil {
 		return nil, internal(err)
 	}
-	members, err := e.st.Members(ctx, a.ID)
+	roles, err := e.storedRoles(ctx, a.ID)
 	if err != nil {
-		return nil, internal(err)
+		return nil, err
 	}
-	st = &appState{App: *a, roles: map[string][]string{}}
-	for _, m := range members {
-		st.roles[m.User] = append(st.roles[m.User], m.Role)
-	}
+	st = &appState{App: *a, roles: roles}
 	if st.code, err = e.loadCode(ctx, a.ID, ref); err != nil {
 		return nil, err
 	}

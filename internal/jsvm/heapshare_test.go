@@ -5,11 +5,12 @@ import (
 	"errors"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dop251/goja"
+
+	"github.com/handoff-run/handoff/internal/apptest"
 )
 
 // churnModule builds and takes apart a few hundred small objects many
@@ -37,31 +38,7 @@ func TestCallIsNotChargedForItsNeighbours(t *testing.T) {
 	p := newTestPool(t, "backend.js", churnModule, Options{Size: 1})
 	want := mustJSON(t, p, "roundTrip")
 
-	var live [][]byte
-	for range 300 {
-		live = append(live, make([]byte, 1<<20))
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // a neighbour making garbage in small pieces
-		defer wg.Done()
-		var junk [][]byte
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			junk = append(junk, make([]byte, 4<<10))
-			if len(junk) == 16<<8 {
-				junk = nil // 16 MiB at most live; the rest is garbage
-			}
-			if len(junk)%64 == 0 {
-				time.Sleep(time.Millisecond) // at most 256 MiB a second
-			}
-		}
-	}()
+	apptest.BusyHeap(t)
 	fails := 0
 	start := time.Now()
 	for i := range 10 {
@@ -71,9 +48,6 @@ func TestCallIsNotChargedForItsNeighbours(t *testing.T) {
 			t.Logf("round %d: %v", i, err)
 		}
 	}
-	close(stop)
-	wg.Wait()
-	runtime.KeepAlive(live)
 	if fails > 0 {
 		t.Fatalf("%d of 10 calls failed beside 300 MiB of the neighbours' memory (%v)", fails, time.Since(start))
 	}

@@ -188,15 +188,11 @@ func (w *walker) reviveMember(reviver goja.Callable, obj *goja.Object, key strin
 	if goja.IsUndefined(v) {
 		_, err = w.vm.builtins.reflectDelete(goja.Undefined(), obj, w.vm.ToValue(key))
 	} else {
-		desc := w.vm.NewObject()
-		for _, kv := range [...]struct {
-			k string
-			v goja.Value
-		}{{"value", v}, {"writable", goja.Undefined()}, {"enumerable", goja.Undefined()}, {"configurable", goja.Undefined()}} {
-			if kv.k != "value" {
-				kv.v = w.vm.ToValue(true)
-			}
-			if err := desc.Set(kv.k, kv.v); err != nil {
+		// No prototype: a getter on Object.prototype named "get" must
+		// not turn the descriptor into an accessor's.
+		desc := w.vm.CreateObject(nil)
+		for k, v := range map[string]goja.Value{"value": v, "writable": w.vm.ToValue(true), "enumerable": w.vm.ToValue(true), "configurable": w.vm.ToValue(true)} {
+			if err := desc.DefineDataProperty(k, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
 				panic(err)
 			}
 		}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -235,31 +234,7 @@ func TestPackagesBesideABusyHeap(t *testing.T) {
 	}
 	dir := install(t)
 	want := nodeAnswers(t, dir)
-	var live [][]byte
-	for range 300 {
-		live = append(live, make([]byte, 1<<20))
-	}
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { // a neighbour making garbage in small pieces
-		defer close(done)
-		var junk [][]byte
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			junk = append(junk, make([]byte, 4<<10))
-			if len(junk) == 16<<8 {
-				junk = nil
-			}
-			if len(junk)%64 == 0 {
-				time.Sleep(time.Millisecond)
-			}
-		}
-	}()
-	defer func() { close(stop); <-done; runtime.KeepAlive(live) }()
+	apptest.BusyHeap(t)
 	for _, name := range []string{"yaml-big", "zod"} {
 		for i := range 10 {
 			if got := handoffAnswer(t, dir, name, want[name].Result); got.Error != "" || got.Result != want[name].Result {
